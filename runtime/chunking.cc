@@ -1,0 +1,30 @@
+#include "runtime/chunking.h"
+
+#include <algorithm>
+
+namespace kf {
+
+std::vector<Range> split_by_bytes(std::size_t count, std::size_t elem_size,
+                                  std::size_t chunk_bytes) {
+  const std::size_t per_chunk = std::max<std::size_t>(1, chunk_bytes / elem_size);
+  std::vector<Range> out;
+  out.reserve((count + per_chunk - 1) / per_chunk);
+  for (std::size_t first = 0; first < count; first += per_chunk) {
+    out.push_back({first, std::min(per_chunk, count - first)});
+  }
+  return out;
+}
+
+std::vector<Range> split_even(std::size_t offset, std::size_t count, int parts) {
+  std::vector<Range> out(static_cast<std::size_t>(parts));
+  const std::size_t base = count / static_cast<std::size_t>(parts);
+  const std::size_t extra = count % static_cast<std::size_t>(parts);
+  std::size_t first = offset;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = {first, base + (i < extra ? 1 : 0)};
+    first += out[i].count;
+  }
+  return out;
+}
+
+}  // namespace kf

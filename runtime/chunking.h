@@ -1,0 +1,23 @@
+// How a buffer is cut into the pieces that travel independently.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace kf {
+
+struct Range {
+  std::size_t first = 0;  // in elements
+  std::size_t count = 0;
+};
+
+// Consecutive ranges of at most max(1, chunk_bytes / elem_size) elements covering [0, count).
+// count == 0 gives no ranges.
+std::vector<Range> split_by_bytes(std::size_t count, std::size_t elem_size,
+                                  std::size_t chunk_bytes);
+
+// `parts` consecutive ranges covering [offset, offset + count), as even as possible: the first
+// count % parts ranges hold one element more. Some ranges are empty when count < parts.
+std::vector<Range> split_even(std::size_t offset, std::size_t count, int parts);
+
+}  // namespace kf

@@ -1,0 +1,132 @@
+#include "runtime/cluster_spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "proto/cluster.pb.h"
+
+namespace kf {
+
+std::string PeerID::to_string() const {
+  return host + ":" + std::to_string(port);
+}
+
+PeerID PeerID::parse(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    throw std::invalid_argument("peer '" + std::string(text) + "': expected host:port");
+  }
+  const std::string_view port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
+    throw std::invalid_argument("peer '" + std::string(text) + "': port must be 1..65535");
+  }
+  return PeerID{std::string(text.substr(0, colon)), static_cast<std::uint16_t>(port)};
+}
+
+ClusterSpec::ClusterSpec(std::uint64_t version, std::vector<PeerID> runners,
+                         std::vector<PeerID> workers)
+    : version_(version), runners_(std::move(runners)), workers_(std::move(workers)) {}
+
+ClusterSpec ClusterSpec::local(int n, std::uint16_t base_port) {
+  std::vector<PeerID> workers;
+  for (int i = 0; i < n; ++i) {
+    workers.push_back({"127.0.0.1", static_cast<std::uint16_t>(base_port + i)});
+  }
+  return ClusterSpec(0, {{"127.0.0.1", static_cast<std::uint16_t>(base_port - 1)}},
+                     std::move(workers));
+}
+
+ClusterSpec ClusterSpec::from_proto(const proto::ClusterSpec& p) {
+  auto convert = [](const auto& list) {
+    std::vector<PeerID> out;
+    for (const auto& id : list) {
+      if (id.port() == 0 || id.port() > 65535) {
+        throw std::invalid_argument("peer '" + id.host() + ":" + std::to_string(id.port()) +
+                                    "': port must be 1..65535");
+      }
+      out.push_back({id.host(), static_cast<std::uint16_t>(id.port())});
+    }
+    return out;
+  };
+  return ClusterSpec(p.version(), convert(p.runners()), convert(p.workers()));
+}
+
+proto::ClusterSpec ClusterSpec::to_proto() const {
+  proto::ClusterSpec p;
+  p.set_version(version_);
+  for (const auto& r : runners_) {
+    auto* id = p.add_runners();
+    id->set_host(r.host);
+    id->set_port(r.port);
+  }
+  for (const auto& w : workers_) {
+    auto* id = p.add_workers();
+    id->set_host(w.host);
+    id->set_port(w.port);
+  }
+  return p;
+}
+
+std::optional<int> ClusterSpec::rank_of(const PeerID& id) const {
+  const auto it = std::find(workers_.begin(), workers_.end(), id);
+  if (it == workers_.end()) return std::nullopt;
+  return static_cast<int>(it - workers_.begin());
+}
+
+int ClusterSpec::local_rank(int rank) const {
+  const auto& host = worker(rank).host;
+  return static_cast<int>(std::count_if(workers_.begin(), workers_.begin() + rank,
+                                        [&](const PeerID& w) { return w.host == host; }));
+}
+
+int ClusterSpec::local_size(int rank) const {
+  const auto& host = worker(rank).host;
+  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+                                        [&](const PeerID& w) { return w.host == host; }));
+}
+
+std::vector<int> ClusterSpec::host_of() const {
+  std::map<std::string, int> index;
+  std::vector<int> out;
+  out.reserve(workers_.size());
+  for (const auto& w : workers_) {
+    const auto [it, inserted] = index.try_emplace(w.host, static_cast<int>(index.size()));
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+int ClusterSpec::host_count() const {
+  std::set<std::string> hosts;
+  for (const auto& w : workers_)
+    hosts.insert(w.host);
+  return static_cast<int>(hosts.size());
+}
+
+std::optional<std::string> ClusterSpec::problem() const {
+  if (workers_.empty()) return "no workers";
+  std::set<PeerID> seen;
+  for (const auto& w : workers_) {
+    if (!seen.insert(w).second) return "duplicate worker " + w.to_string();
+  }
+  if (runners_.empty()) return std::nullopt;
+  std::set<std::string> runner_hosts;
+  for (const auto& r : runners_) {
+    if (!runner_hosts.insert(r.host).second) return "two runners on host " + r.host;
+    if (seen.contains(r)) return "runner " + r.to_string() + " uses a worker's port";
+  }
+  for (const auto& w : workers_) {
+    if (!runner_hosts.contains(w.host)) {
+      return "worker " + w.to_string() + " has no runner on its host";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace kf

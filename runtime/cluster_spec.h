@@ -1,0 +1,67 @@
+// Cluster membership: a versioned list of workers (rank = index) and runners (one launcher per
+// host). Every peer derives its rank, local rank and the host layout strategies need from it.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kf {
+
+namespace proto {
+class ClusterSpec;
+}
+
+struct PeerID {
+  std::string host;
+  std::uint16_t port = 0;
+
+  std::string to_string() const;  // "10.0.0.1:10000"
+  // Parses "host:port"; throws std::invalid_argument naming the text on a bad form or port.
+  static PeerID parse(std::string_view text);
+  auto operator<=>(const PeerID&) const = default;
+};
+
+class ClusterSpec {
+ public:
+  ClusterSpec() = default;
+  ClusterSpec(std::uint64_t version, std::vector<PeerID> runners, std::vector<PeerID> workers);
+
+  // n workers on one host (127.0.0.1, ports base_port + i) and its runner: handy for tests and the
+  // in-process world.
+  static ClusterSpec local(int n, std::uint16_t base_port = 10000);
+
+  static ClusterSpec from_proto(const proto::ClusterSpec& p);
+  proto::ClusterSpec to_proto() const;
+
+  std::uint64_t version() const { return version_; }
+  const std::vector<PeerID>& runners() const { return runners_; }
+  const std::vector<PeerID>& workers() const { return workers_; }
+  int size() const { return static_cast<int>(workers_.size()); }
+  const PeerID& worker(int rank) const { return workers_.at(static_cast<std::size_t>(rank)); }
+
+  std::optional<int> rank_of(const PeerID& id) const;
+  int local_rank(int rank) const;  // index among the workers on the same host
+  int local_size(int rank) const;  // workers on the same host
+  // host_of()[r] = host index of rank r, hosts numbered by first appearance.
+  std::vector<int> host_of() const;
+  int host_count() const;
+
+  // Empty when valid, else the first problem found ("duplicate worker 10.0.0.1:10000", "worker
+  // 10.0.0.2:10000 has no runner on its host", "two runners on host 10.0.0.1", "no workers").
+  // Runners are checked only when there are any (the in-process world has none).
+  std::optional<std::string> problem() const;
+
+  bool operator==(const ClusterSpec&) const = default;
+
+ private:
+  std::uint64_t version_ = 0;
+  std::vector<PeerID> runners_;
+  std::vector<PeerID> workers_;
+};
+
+}  // namespace kf

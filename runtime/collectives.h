@@ -1,0 +1,105 @@
+// The collective operations: an options struct and a free function per operation (as in Gloo).
+//
+// Each function starts the operation and returns at once; `done` runs later on the engine's
+// executor, exactly once, with the outcome. Buffers must stay valid until then. Call these on the
+// engine's executor. Every peer must start the same operations with the same names, in any order
+// and concurrently if it likes; a name must not be reused while an operation of that name is in
+// flight on the same peer. Phantom buffers (size, no bytes) move through every operation with no
+// data work, for simulations.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/buffer.h"
+#include "runtime/engine.h"
+#include "runtime/operation.h"
+#include "runtime/p2p_request.h"
+#include "runtime/reduce.h"
+
+namespace kf {
+
+struct AllreduceOptions {
+  std::string name;
+  ConstBufferView input;
+  BufferView output;  // same count and dtype as input; may be the same memory
+  ReduceOp op = ReduceOp::sum;
+  std::shared_ptr<const CompiledStrategy> strategy;  // empty: the engine's current strategy
+  Duration timeout{0};                               // zero: the engine's default
+};
+void allreduce(Engine& engine, AllreduceOptions options, DoneCallback done);
+
+struct BroadcastOptions {
+  std::string name;
+  ConstBufferView input;  // read at the root only
+  BufferView output;      // everywhere: receives the root's input
+  int root = 0;
+  Duration timeout{0};
+};
+void broadcast(Engine& engine, BroadcastOptions options, DoneCallback done);
+
+struct ReduceOptions {
+  std::string name;
+  ConstBufferView input;
+  BufferView output;  // the result at the root; scratch on the other ranks
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  Duration timeout{0};
+};
+void reduce(Engine& engine, ReduceOptions options, DoneCallback done);
+
+struct GatherOptions {
+  std::string name;
+  ConstBufferView input;
+  BufferView output;  // at the root: n x input.count() elements, rank order; ignored elsewhere
+  int root = 0;
+  Duration timeout{0};
+};
+void gather(Engine& engine, GatherOptions options, DoneCallback done);
+
+struct AllgatherOptions {
+  std::string name;
+  ConstBufferView input;
+  BufferView output;  // n x input.count() elements, rank order
+  Duration timeout{0};
+};
+void allgather(Engine& engine, AllgatherOptions options, DoneCallback done);
+
+// Completes on every peer only once every peer has entered it.
+void barrier(Engine& engine, const std::string& name, DoneCallback done);
+
+// Are `bytes` equal on every peer? Every peer learns the same answer.
+using ConsensusCallback = std::function<void(Status, bool agreed)>;
+void consensus(Engine& engine, const std::string& name, ConstBufferView bytes,
+               ConsensusCallback done);
+
+// Allreduce within each tree of a forest (forest[i] = parent of i, a root is its own parent).
+// Every peer calls it with the same forest; a peer alone in its tree just copies.
+struct SubsetAllreduceOptions {
+  std::string name;
+  ConstBufferView input;
+  BufferView output;
+  ReduceOp op = ReduceOp::sum;
+  std::vector<int> forest;
+  Duration timeout{0};
+};
+void subset_allreduce(Engine& engine, SubsetAllreduceOptions options, DoneCallback done);
+
+// Saves a copy of `data` as the next version of blob `name` on this peer (the last
+// BlobStore::kKeepVersions versions are kept) and returns that version.
+std::uint64_t save_blob(Engine& engine, const std::string& name, ConstBufferView data,
+                        std::optional<std::uint64_t> version = std::nullopt);
+
+struct RequestOptions {
+  int peer = 0;
+  std::string name;
+  std::uint64_t version = 0;  // 0 = the latest the peer has
+  Duration timeout{0};
+};
+void request_blob(Engine& engine, RequestOptions options, BlobCallback done);
+
+}  // namespace kf

@@ -1,0 +1,217 @@
+#include "runtime/engine.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "topology/forest.h"
+
+namespace kf {
+
+Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& transport,
+               EngineOptions options)
+    : cluster_(std::move(cluster)),
+      rank_(rank),
+      executor_(executor),
+      transport_(transport),
+      options_(options) {
+  if (const auto problem = cluster_.problem()) {
+    throw std::invalid_argument("engine: bad cluster: " + *problem);
+  }
+  if (rank_ < 0 || rank_ >= cluster_.size()) {
+    throw std::invalid_argument(
+        fmt::format("engine: rank {} outside a cluster of {}", rank_, cluster_.size()));
+  }
+  if (options_.chunk_bytes == 0) throw std::invalid_argument("engine: chunk_bytes must be > 0");
+  if (options_.timeout <= Duration::zero()) {
+    throw std::invalid_argument("engine: timeout must be positive");
+  }
+  set_strategy(make_strategy(options_.strategy, cluster_.host_of()));
+  transport_.set_handlers({
+      .on_message = [this](int source, Message m) { on_message(source, std::move(m)); },
+      .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },
+  });
+}
+
+Engine::~Engine() {
+  transport_.set_handlers({});
+  auto active = std::move(active_);
+  for (auto& [name, op] : active) {
+    executor_.cancel(op->timer);
+    if (auto done = op->take_callback()) {
+      done(Status(ErrorCode::cancelled,
+                  fmt::format("{} '{}' on rank {}: engine shut down", op->kind(), name, rank_)));
+    }
+  }
+}
+
+void Engine::set_strategy(Strategy strategy) {
+  strategy_ = compile(std::move(strategy));
+  rooted_.clear();
+}
+
+std::shared_ptr<const CompiledStrategy> Engine::compile(Strategy strategy) const {
+  for (const auto& pair : strategy.pairs) {
+    if (pair.broadcast.size() != size()) {
+      throw GraphError(fmt::format("strategy {} has {} nodes, the cluster has {} workers",
+                                   strategy.name, pair.broadcast.size(), size()));
+    }
+  }
+  return std::make_shared<const CompiledStrategy>(
+      std::make_shared<const Strategy>(std::move(strategy)), rank_);
+}
+
+std::shared_ptr<const CompiledStrategy> Engine::rooted(int root) {
+  auto& cached = rooted_[root];
+  if (!cached) {
+    const Strategy& current = strategy_->strategy();
+    Strategy s{.name = fmt::format("{}@{}", current.name, root),
+               .algorithm = Algorithm::graph_pairs,
+               .pairs = {rerooted(current.pairs.front(), root)}};
+    cached = compile(std::move(s));
+  }
+  return cached;
+}
+
+std::string Engine::describe_peer(int rank) const {
+  if (rank < 0 || rank >= size()) return fmt::format("rank {}", rank);
+  return fmt::format("rank {} ({})", rank, cluster_.worker(rank).to_string());
+}
+
+std::size_t Engine::mailbox_size() const {
+  std::size_t n = 0;
+  for (const auto& [name, queue] : mailbox_)
+    n += queue.size();
+  return n;
+}
+
+void Engine::reject(DoneCallback done, Status status) {
+  executor_.post([done = std::move(done), status = std::move(status)] { done(status); });
+}
+
+void Engine::start(std::unique_ptr<Operation> op) {
+  const std::string name = op->name();
+  if (active_.contains(name)) {
+    reject(op->take_callback(),
+           Status(ErrorCode::invalid_argument,
+                  fmt::format("{} '{}': a collective of that name is already in flight on rank {}",
+                              op->kind(), name, rank_)));
+    return;
+  }
+  if (!lost_peers_.empty()) {
+    const auto& [peer, why] = *lost_peers_.begin();
+    reject(op->take_callback(),
+           Status(ErrorCode::peer_lost,
+                  fmt::format("{} '{}' on rank {}: {} was lost earlier: {}", op->kind(), name,
+                              rank_, describe_peer(peer), why.message())));
+    return;
+  }
+  Operation& ref = *op;
+  ref.serial = ++serials_;
+  const std::uint64_t serial = ref.serial;
+  const Duration timeout = ref.timeout > Duration::zero() ? ref.timeout : options_.timeout;
+  ref.timer = executor_.post_after(timeout, [this, name, serial, timeout] {
+    const auto it = active_.find(name);
+    if (it == active_.end() || it->second->serial != serial) return;
+    const Operation& late = *it->second;
+    fail(name,
+         Status(ErrorCode::timeout,
+                fmt::format("{} '{}' on rank {} timed out after {:.3f}s waiting for {}",
+                            late.kind(), name, rank_, to_seconds(timeout), late.waiting_for())));
+  });
+  active_.emplace(name, std::move(op));
+  ref.start();
+  if (!ref.done()) deliver_stashed(ref);
+  settle(name);
+}
+
+void Engine::deliver_stashed(Operation& op) {
+  const auto it = mailbox_.find(op.name());
+  if (it == mailbox_.end()) return;
+  auto& queue = it->second;
+  // Arrival order is kept: a later instance of the same name finds its messages behind these.
+  for (std::size_t i = 0; i < queue.size() && !op.done();) {
+    if (op.accepts(queue[i].source, queue[i].message.header)) {
+      Stashed s = std::move(queue[i]);
+      queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(i));
+      op.on_message(s.source, std::move(s.message));
+    } else {
+      ++i;
+    }
+  }
+  if (queue.empty()) mailbox_.erase(it);
+}
+
+void Engine::settle(const std::string& name) {
+  const auto it = active_.find(name);
+  if (it == active_.end() || !it->second->done()) return;
+  std::unique_ptr<Operation> op = std::move(it->second);
+  active_.erase(it);
+  executor_.cancel(op->timer);
+  reject(op->take_callback(), op->result());
+}
+
+void Engine::fail(const std::string& name, Status status) {
+  const auto it = active_.find(name);
+  if (it == active_.end()) return;
+  std::unique_ptr<Operation> op = std::move(it->second);
+  active_.erase(it);
+  executor_.cancel(op->timer);
+  reject(op->take_callback(), std::move(status));
+}
+
+void Engine::send(int destination, Message message) {
+  transport_.send(destination, std::move(message));
+}
+
+void Engine::on_message(int source, Message message) {
+  if (message.header.kind == MessageKind::p2p_request) {
+    on_p2p_request(source, std::move(message));
+    return;
+  }
+  const std::string name = message.header.name;
+  if (const auto it = active_.find(name);
+      it != active_.end() && it->second->accepts(source, message.header)) {
+    it->second->on_message(source, std::move(message));
+    settle(name);
+    return;
+  }
+  // Early: its operation has not started here yet (or this is the next instance of the name).
+  auto& queue = mailbox_[name];
+  queue.push_back({source, std::move(message)});
+}
+
+void Engine::on_p2p_request(int source, Message request) {
+  const auto blob = blobs_.get(request.header.name, request.header.version);
+  Message reply;
+  reply.header.kind = MessageKind::p2p_response;
+  reply.header.name = fmt::format("kf.p2p/{}", request.header.tag);
+  reply.header.tag = request.header.tag;
+  if (blob) {
+    reply.header.version = blob->version;
+    reply.payload = Payload(*blob->bytes);
+  } else {
+    reply.header.flags = kFlagNotFound;
+    reply.header.version = request.header.version;
+  }
+  send(source, std::move(reply));
+}
+
+void Engine::on_peer_lost(int peer, Status why) {
+  lost_peers_.try_emplace(peer, why);
+  std::vector<std::string> names;
+  names.reserve(active_.size());
+  for (const auto& [name, op] : active_)
+    names.push_back(name);
+  for (const auto& name : names) {
+    const auto it = active_.find(name);
+    if (it == active_.end()) continue;
+    fail(name, Status(ErrorCode::peer_lost,
+                      fmt::format("{} '{}' on rank {}: lost {}: {}", it->second->kind(), name,
+                                  rank_, describe_peer(peer), why.message())));
+  }
+}
+
+}  // namespace kf

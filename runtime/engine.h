@@ -1,0 +1,98 @@
+// Engine: one peer's collective runtime. Event-driven and single-threaded: everything runs on the
+// peer's Executor, which is a real event loop or the simulator. It owns the in-flight operations,
+// matches arriving messages to them by (name, source, chunk, step), keeps messages that arrive
+// before their operation starts in a mailbox, arms a timeout on every operation, and turns a lost
+// peer into an error on every pending operation.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/cluster_spec.h"
+#include "runtime/executor.h"
+#include "runtime/operation.h"
+#include "runtime/p2p_store.h"
+#include "runtime/routes.h"
+#include "runtime/transport.h"
+
+namespace kf {
+
+struct EngineOptions {
+  std::size_t chunk_bytes = std::size_t{1} << 20;  // collectives travel in pieces of this size
+  Duration timeout = std::chrono::seconds(30);     // default deadline of every operation
+  StrategyName strategy = StrategyName::automatic;
+};
+
+class Engine {
+ public:
+  // Construct, use and destroy on `executor`. `transport` must outlive the engine.
+  Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& transport,
+         EngineOptions options = {});
+  ~Engine();  // pending operations complete with `cancelled`, synchronously
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return cluster_.size(); }
+  const ClusterSpec& cluster() const { return cluster_; }
+  Executor& executor() const { return executor_; }
+  const EngineOptions& options() const { return options_; }
+
+  // The strategy new collectives use. Swapping it affects only operations started afterwards;
+  // agreeing on the swap across peers (barrier + consensus) is the caller's business.
+  std::shared_ptr<const CompiledStrategy> strategy() const { return strategy_; }
+  void set_strategy(Strategy strategy);
+  std::shared_ptr<const CompiledStrategy> compile(Strategy strategy) const;
+  // The first pair of the current strategy re-rooted at `root`, for rooted operations.
+  std::shared_ptr<const CompiledStrategy> rooted(int root);
+
+  BlobStore& blobs() { return blobs_; }
+  std::uint64_t next_request_id() { return ++request_ids_; }
+
+  // Starts `op`; it completes exactly once through its callback, which is posted on the executor
+  // (never called from inside start()). A name already in flight is an invalid_argument error.
+  void start(std::unique_ptr<Operation> op);
+  // Completes a callback with `status` without starting anything (argument errors).
+  void reject(DoneCallback done, Status status);
+  void send(int destination, Message message);
+
+  std::size_t in_flight() const { return active_.size(); }
+  std::size_t mailbox_size() const;
+  // "rank 2 (127.0.0.1:10002)"
+  std::string describe_peer(int rank) const;
+
+ private:
+  struct Stashed {
+    int source;
+    Message message;
+  };
+
+  void on_message(int source, Message message);
+  void on_peer_lost(int peer, Status why);
+  void on_p2p_request(int source, Message request);
+  void deliver_stashed(Operation& op);
+  void settle(const std::string& name);  // completes `name` if its operation is done
+  void fail(const std::string& name, Status status);
+
+  ClusterSpec cluster_;
+  int rank_;
+  Executor& executor_;
+  Transport& transport_;
+  EngineOptions options_;
+  std::shared_ptr<const CompiledStrategy> strategy_;
+  std::map<int, std::shared_ptr<const CompiledStrategy>> rooted_;
+
+  std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
+  std::unordered_map<std::string, std::deque<Stashed>> mailbox_;
+  std::map<int, Status> lost_peers_;
+  BlobStore blobs_;
+  std::uint64_t serials_ = 0;
+  std::uint64_t request_ids_ = 0;
+};
+
+}  // namespace kf

@@ -1,0 +1,190 @@
+#include "runtime/halving_doubling.h"
+
+#include <fmt/format.h>
+
+#include "runtime/engine.h"
+#include "runtime/op_helpers.h"
+
+namespace kf {
+
+HalvingDoublingAllreduce::HalvingDoublingAllreduce(Engine& engine, std::string name,
+                                                   ConstBufferView input, BufferView output,
+                                                   ReduceOp op, DoneCallback done)
+    : Operation(engine, std::move(name), "allreduce", std::move(done)),
+      n_(engine.size()),
+      rank_(engine.rank()),
+      input_(input),
+      output_(output),
+      op_(op) {
+  pow2_ = 1;
+  levels_ = 0;
+  while (pow2_ * 2 <= n_) {
+    pow2_ *= 2;
+    ++levels_;
+  }
+  extra_ = n_ - pow2_;
+  if (rank_ < 2 * extra_) {
+    virtual_ = rank_ % 2 == 0 ? rank_ / 2 : -1;
+  } else {
+    virtual_ = rank_ - extra_;
+  }
+  last_step_ = static_cast<std::uint32_t>(2 * levels_ + 1);
+  // Slices of two chunks: the first halving step then sends about one chunk.
+  for (const Range& r :
+       split_by_bytes(output_.count(), output_.elem_size(), 2 * engine.options().chunk_bytes)) {
+    Slice s;
+    s.range = r;
+    s.mine = r;
+    slices_.push_back(std::move(s));
+  }
+  remaining_ = slices_.size();
+}
+
+int HalvingDoublingAllreduce::source_of(std::uint32_t step) const {
+  if (virtual_ < 0) return step == last_step_ ? rank_ - 1 : -1;
+  if (step == 0) return rank_ < 2 * extra_ ? rank_ + 1 : -1;
+  if (step <= static_cast<std::uint32_t>(levels_)) {
+    return rank_of_virtual(virtual_ ^ (pow2_ >> step));
+  }
+  if (step < last_step_) {
+    return rank_of_virtual(virtual_ ^ (1 << (step - static_cast<std::uint32_t>(levels_) - 1)));
+  }
+  return -1;
+}
+
+void HalvingDoublingAllreduce::start() {
+  copy_view(output_, input_);
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    Slice& s = slices_[i];
+    send_step(i, s, virtual_ < 0 || rank_ < 2 * extra_ ? 0 : 1);
+  }
+  if (remaining_ == 0) finish();
+}
+
+// Does the sending part of `step` and records that its message is now awaited.
+void HalvingDoublingAllreduce::send_step(std::size_t index, Slice& s, std::uint32_t step) {
+  const auto view = [&](Range r) { return output_.slice(r.first, r.count); };
+  s.next_step = step;
+  if (virtual_ < 0) {  // odd rank of a pair: hand everything over, wait for the result
+    engine().send(rank_ - 1, collective_message(name(), index, 0, view(s.range)));
+    s.next_step = last_step_;
+    return;
+  }
+  if (step == 0) return;  // even rank of a pair: wait for the partner's slice
+  if (step <= static_cast<std::uint32_t>(levels_)) {
+    const int distance = pow2_ >> step;
+    const bool keep_lower = (virtual_ & distance) == 0;
+    s.history.push_back(s.mine);
+    const Range give = halve(s, step, !keep_lower);
+    s.mine = halve(s, step, keep_lower);
+    engine().send(rank_of_virtual(virtual_ ^ distance),
+                  collective_message(name(), index, step, view(give)));
+    return;
+  }
+  if (step < last_step_) {
+    engine().send(source_of(step), collective_message(name(), index, step, view(s.mine)));
+    return;
+  }
+  if (virtual_ < extra_) {  // give the odd partner its result
+    engine().send(rank_ + 1, collective_message(name(), index, last_step_, view(s.range)));
+  }
+  slice_done(s);
+}
+
+// keep == true: the lower half of the current range, else the upper half.
+Range HalvingDoublingAllreduce::halve(const Slice& s, std::uint32_t, bool lower) const {
+  const std::size_t half = s.mine.count / 2;
+  if (lower) return {s.mine.first, half};
+  return {s.mine.first + half, s.mine.count - half};
+}
+
+bool HalvingDoublingAllreduce::accepts(int source, const MessageHeader& h) const {
+  if (h.kind != MessageKind::collective || h.chunk >= slices_.size()) return false;
+  const Slice& s = slices_[h.chunk];
+  return !s.done && h.step >= s.next_step && h.step <= last_step_ && !s.early.contains(h.step) &&
+         source == source_of(h.step);
+}
+
+void HalvingDoublingAllreduce::on_message(int /*source*/, Message message) {
+  const std::size_t index = message.header.chunk;
+  Slice& s = slices_[index];
+  s.early.emplace(message.header.step, std::move(message.payload));
+  advance(index, s);
+  if (remaining_ == 0 && !done()) finish();
+}
+
+void HalvingDoublingAllreduce::advance(std::size_t index, Slice& s) {
+  while (!s.done && !done()) {
+    const auto it = s.early.find(s.next_step);
+    if (it == s.early.end()) return;
+    const Payload payload = std::move(it->second);
+    s.early.erase(it);
+    if (!apply(index, s, s.next_step, payload)) return;
+  }
+}
+
+bool HalvingDoublingAllreduce::apply(std::size_t index, Slice& s, std::uint32_t step,
+                                     const Payload& p) {
+  const auto view = [&](Range r) { return output_.slice(r.first, r.count); };
+  const auto check = [&](Range r) {
+    if (const auto why = payload_mismatch(p, view(r))) {
+      finish(
+          Status(ErrorCode::protocol, fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}",
+                                                  name(), rank_, index, step, *why)));
+      return false;
+    }
+    return true;
+  };
+  if (step == last_step_) {  // odd rank: the result
+    if (!check(s.range)) return false;
+    copy_payload(view(s.range), p);
+    slice_done(s);
+    return true;
+  }
+  if (step == 0) {  // even rank: fold the odd partner's slice in
+    if (!check(s.range)) return false;
+    reduce_payload(view(s.range), p, op_);
+    send_step(index, s, 1);
+    return true;
+  }
+  if (step <= static_cast<std::uint32_t>(levels_)) {
+    if (!check(s.mine)) return false;
+    reduce_payload(view(s.mine), p, op_);
+    if (step == static_cast<std::uint32_t>(levels_) && op_ == ReduceOp::avg) {
+      divide_view(view(s.mine), static_cast<std::size_t>(n_));
+    }
+    send_step(index, s, step + 1);
+    return true;
+  }
+  // Recursive doubling: the partner's range is the other half of what this rank held before the
+  // matching halving step.
+  const Range whole = s.history.back();
+  s.history.pop_back();
+  const Range other = s.mine.first == whole.first
+                          ? Range{s.mine.first + s.mine.count, whole.count - s.mine.count}
+                          : Range{whole.first, s.mine.first - whole.first};
+  if (!check(other)) return false;
+  copy_payload(view(other), p);
+  s.mine = whole;
+  send_step(index, s, step + 1);
+  return true;
+}
+
+void HalvingDoublingAllreduce::slice_done(Slice& s) {
+  if (s.done) return;
+  s.done = true;
+  --remaining_;
+}
+
+std::string HalvingDoublingAllreduce::waiting_for() const {
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    const Slice& s = slices_[i];
+    if (!s.done) {
+      return fmt::format("slice {} step {} from rank {} ({} slices left)", i, s.next_step,
+                         source_of(s.next_step), remaining_);
+    }
+  }
+  return "nothing";
+}
+
+}  // namespace kf

@@ -1,0 +1,69 @@
+// Operation: one in-flight named collective (or p2p request) on one peer. The engine owns it,
+// feeds it the messages it accepts, and completes it exactly once: on success, on a timeout, or
+// when a peer is lost. Operations never block; they react to start() and on_message().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "runtime/message.h"
+#include "runtime/status.h"
+#include "runtime/time.h"
+
+namespace kf {
+
+class Engine;
+
+using DoneCallback = std::function<void(Status)>;
+
+class Operation {
+ public:
+  Operation(Engine& engine, std::string name, std::string_view kind, DoneCallback done)
+      : engine_(engine), name_(std::move(name)), kind_(kind), done_callback_(std::move(done)) {}
+  virtual ~Operation() = default;
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  const std::string& name() const { return name_; }
+  std::string_view kind() const { return kind_; }
+  bool done() const { return done_; }
+  const Status& result() const { return result_; }
+
+  // Sends what can be sent before anything arrives. May finish the operation.
+  virtual void start() = 0;
+  // True when this instance of the operation expects this message and has not had it yet. A
+  // message it does not accept waits in the engine's mailbox for a later operation of that name.
+  virtual bool accepts(int source, const MessageHeader& header) const = 0;
+  virtual void on_message(int source, Message message) = 0;
+  // For timeout errors: what is still missing, e.g. "chunk 3 step 1 from rank 2".
+  virtual std::string waiting_for() const = 0;
+
+  // The deadline for this operation; zero means the engine's default.
+  Duration timeout{0};
+
+  // Engine-side bookkeeping.
+  std::uint64_t serial = 0;
+  std::uint64_t timer = 0;
+  DoneCallback take_callback() { return std::move(done_callback_); }
+
+ protected:
+  Engine& engine() const { return engine_; }
+  void finish(Status status = {}) {
+    if (done_) return;
+    done_ = true;
+    result_ = std::move(status);
+  }
+
+ private:
+  Engine& engine_;
+  std::string name_;
+  std::string_view kind_;
+  DoneCallback done_callback_;
+  bool done_ = false;
+  Status result_;
+};
+
+}  // namespace kf

@@ -1,0 +1,175 @@
+#include "runtime/ring_collective.h"
+
+#include <fmt/format.h>
+
+#include "runtime/engine.h"
+#include "runtime/op_helpers.h"
+
+namespace kf {
+
+namespace {
+
+Status mismatch_status(const Operation& op, int rank, std::size_t chunk, std::uint32_t step,
+                       const std::string& why) {
+  return Status(ErrorCode::protocol, fmt::format("{} '{}' on rank {}: chunk {} step {}: {}",
+                                                 op.kind(), op.name(), rank, chunk, step, why));
+}
+
+}  // namespace
+
+// ---- RingAllreduce ----
+
+RingAllreduce::RingAllreduce(Engine& engine, std::string name, ConstBufferView input,
+                             BufferView output, ReduceOp op, DoneCallback done)
+    : Operation(engine, std::move(name), "allreduce", std::move(done)),
+      n_(engine.size()),
+      rank_(engine.rank()),
+      input_(input),
+      output_(output),
+      op_(op) {
+  const std::size_t slice_bytes = engine.options().chunk_bytes * static_cast<std::size_t>(n_);
+  for (const Range& r : split_by_bytes(output_.count(), output_.elem_size(), slice_bytes)) {
+    Slice s;
+    s.parts = split_even(r.first, r.count, n_);
+    s.arrived.assign(2 * static_cast<std::size_t>(n_ - 1), false);
+    s.remaining = s.arrived.size();
+    slices_.push_back(std::move(s));
+  }
+  remaining_ = n_ == 1 ? 0 : slices_.size();  // one rank: the copy is the result
+}
+
+BufferView RingAllreduce::part(const Slice& s, int p) const {
+  const Range& r = s.parts[static_cast<std::size_t>(p)];
+  return output_.slice(r.first, r.count);
+}
+
+void RingAllreduce::start() {
+  copy_view(output_, input_);
+  if (remaining_ == 0) {
+    finish();
+    return;
+  }
+  const int right = wrap(rank_ + 1);
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    engine().send(right, collective_message(name(), i, 0, part(slices_[i], rank_)));
+  }
+}
+
+bool RingAllreduce::accepts(int source, const MessageHeader& h) const {
+  return h.kind == MessageKind::collective && source == wrap(rank_ - 1) &&
+         h.chunk < slices_.size() && h.step < slices_[h.chunk].arrived.size() &&
+         !slices_[h.chunk].arrived[h.step];
+}
+
+void RingAllreduce::on_message(int /*source*/, Message message) {
+  const std::size_t index = message.header.chunk;
+  const std::uint32_t step = message.header.step;
+  Slice& s = slices_[index];
+  const int last = n_ - 2;  // the last step of each phase
+  const bool scatter = static_cast<int>(step) <= last;
+  const int s_local = scatter ? static_cast<int>(step) : static_cast<int>(step) - (n_ - 1);
+  // Reduce-scatter step s brings part (i - 1 - s); all-gather step s brings part (i - s).
+  const int p = scatter ? wrap(rank_ - 1 - s_local) : wrap(rank_ - s_local);
+  BufferView dst = part(s, p);
+  if (const auto why = payload_mismatch(message.payload, dst)) {
+    finish(mismatch_status(*this, rank_, index, step, *why));
+    return;
+  }
+  s.arrived[step] = true;
+  const int right = wrap(rank_ + 1);
+  if (scatter) {
+    reduce_payload(dst, message.payload, op_);
+    if (s_local < last) {
+      engine().send(right, collective_message(name(), index, step + 1, dst));
+    } else {
+      // Part p is complete here: finish the average, then start its trip around the ring.
+      if (op_ == ReduceOp::avg) divide_view(dst, static_cast<std::size_t>(n_));
+      engine().send(right,
+                    collective_message(name(), index, static_cast<std::uint32_t>(n_ - 1), dst));
+    }
+  } else {
+    copy_payload(dst, message.payload);
+    if (s_local < last) engine().send(right, collective_message(name(), index, step + 1, dst));
+  }
+  if (--s.remaining == 0 && --remaining_ == 0) finish();
+}
+
+std::string RingAllreduce::waiting_for() const {
+  for (std::size_t i = 0; i < slices_.size(); ++i) {
+    for (std::size_t step = 0; step < slices_[i].arrived.size(); ++step) {
+      if (!slices_[i].arrived[step]) {
+        return fmt::format("slice {} step {} from rank {} ({} slices left)", i, step,
+                           wrap(rank_ - 1), remaining_);
+      }
+    }
+  }
+  return "nothing";
+}
+
+// ---- RingAllgather ----
+
+RingAllgather::RingAllgather(Engine& engine, std::string name, ConstBufferView input,
+                             BufferView output, DoneCallback done)
+    : Operation(engine, std::move(name), "allgather", std::move(done)),
+      n_(engine.size()),
+      rank_(engine.rank()),
+      input_(input),
+      output_(output),
+      chunks_(split_by_bytes(input.count(), input.elem_size(), engine.options().chunk_bytes)) {
+  arrived_.assign(chunks_.size() * static_cast<std::size_t>(n_ - 1), false);
+  remaining_ = arrived_.size();
+}
+
+BufferView RingAllgather::piece(int block, std::size_t chunk) const {
+  const Range& r = chunks_[chunk];
+  return output_.slice(static_cast<std::size_t>(block) * input_.count() + r.first, r.count);
+}
+
+void RingAllgather::start() {
+  copy_view(output_.slice(static_cast<std::size_t>(rank_) * input_.count(), input_.count()),
+            input_);
+  if (remaining_ == 0) {
+    finish();
+    return;
+  }
+  const int right = wrap(rank_ + 1);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    engine().send(right, collective_message(name(), c, 0, piece(rank_, c)));
+  }
+}
+
+bool RingAllgather::accepts(int source, const MessageHeader& h) const {
+  if (h.kind != MessageKind::collective || source != wrap(rank_ - 1)) return false;
+  if (h.chunk >= chunks_.size() || h.step >= static_cast<std::uint32_t>(n_ - 1)) return false;
+  return !arrived_[h.step * chunks_.size() + h.chunk];
+}
+
+void RingAllgather::on_message(int /*source*/, Message message) {
+  const std::size_t chunk = message.header.chunk;
+  const std::uint32_t step = message.header.step;
+  // Step s brings block (i - 1 - s): the block that left its owner s + 1 hops ago.
+  const int block = wrap(rank_ - 1 - static_cast<int>(step));
+  BufferView dst = piece(block, chunk);
+  if (const auto why = payload_mismatch(message.payload, dst)) {
+    finish(mismatch_status(*this, rank_, chunk, step, *why));
+    return;
+  }
+  arrived_[step * chunks_.size() + chunk] = true;
+  copy_payload(dst, message.payload);
+  if (static_cast<int>(step) + 1 < n_ - 1) {
+    engine().send(wrap(rank_ + 1), collective_message(name(), chunk, step + 1, dst));
+  }
+  if (--remaining_ == 0) finish();
+}
+
+std::string RingAllgather::waiting_for() const {
+  for (std::size_t i = 0; i < arrived_.size(); ++i) {
+    if (!arrived_[i]) {
+      return fmt::format("chunk {} step {} from rank {}", i % chunks_.size(), i / chunks_.size(),
+                         wrap(rank_ - 1));
+    }
+  }
+  return "nothing";
+}
+
+}  // namespace kf

@@ -1,0 +1,230 @@
+// Allreduce across every strategy, cluster size, size class, dtype and op, against a serial
+// reference, in the in-process world.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "harness.h"
+#include "topology/strategy.h"
+
+namespace kf {
+namespace {
+
+using testing::expect_all_ok;
+using testing::make_input;
+using testing::matches_reference;
+using testing::run_on_all;
+
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+
+enum class SizeClass { zero, one, seven, chunk_minus_1, chunk_plus_1, big };
+
+std::size_t element_count(SizeClass s, DType t) {
+  const std::size_t chunk = kChunkBytes / dtype_size(t);
+  switch (s) {
+    case SizeClass::zero:
+      return 0;
+    case SizeClass::one:
+      return 1;
+    case SizeClass::seven:
+      return 7;
+    case SizeClass::chunk_minus_1:
+      return chunk - 1;
+    case SizeClass::chunk_plus_1:
+      return chunk + 1;
+    case SizeClass::big:
+      return (std::size_t{4} << 20) + 3;  // 4 Mi + 3 elements
+  }
+  return 0;
+}
+
+const char* size_label(SizeClass s) {
+  switch (s) {
+    case SizeClass::zero:
+      return "0";
+    case SizeClass::one:
+      return "1";
+    case SizeClass::seven:
+      return "7";
+    case SizeClass::chunk_minus_1:
+      return "chunk_minus_1";
+    case SizeClass::chunk_plus_1:
+      return "chunk_plus_1";
+    case SizeClass::big:
+      return "4Mi_plus_3";
+  }
+  return "?";
+}
+
+// Hosts of 2 workers each, so host-aware strategies (TREE, *_STAR) see several hosts.
+ClusterSpec two_per_host(int n) {
+  std::vector<PeerID> workers, runners;
+  for (int r = 0; r < n; ++r) {
+    const std::string host = "10.0.0." + std::to_string(r / 2 + 1);
+    workers.push_back({host, static_cast<std::uint16_t>(10000 + r % 2)});
+    if (r % 2 == 0) runners.push_back({host, 9999});
+  }
+  return ClusterSpec(1, runners, workers);
+}
+
+// Runs one allreduce of (dtype, op) per entry of `cases` concurrently (distinct names) and checks
+// every rank's result.
+void check_allreduce(InprocWorld& world, const std::vector<std::pair<DType, ReduceOp>>& cases,
+                     SizeClass size) {
+  const int n = world.size();
+  struct PerRank {
+    std::vector<Buffer> in, out;
+  };
+  std::vector<PerRank> data(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    for (const auto& [t, op] : cases) {
+      const std::size_t count = element_count(size, t);
+      data[static_cast<std::size_t>(r)].in.push_back(make_input(r, count, t, op));
+      data[static_cast<std::size_t>(r)].out.emplace_back(count, t);
+    }
+  }
+  const auto statuses = run_on_all(world, [&](Engine& e, DoneCallback done) {
+    auto& mine = data[static_cast<std::size_t>(e.rank())];
+    auto pending = std::make_shared<int>(static_cast<int>(cases.size()));
+    auto first_error = std::make_shared<Status>();
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      allreduce(e,
+                {.name = "grad/" + std::to_string(k),
+                 .input = mine.in[k].view(),
+                 .output = mine.out[k].view(),
+                 .op = cases[k].second},
+                [pending, first_error, done](Status s) {
+                  if (!s.ok() && first_error->ok()) *first_error = s;
+                  if (--*pending == 0) done(*first_error);
+                });
+    }
+  });
+  expect_all_ok(statuses);
+  for (int r = 0; r < n; ++r) {
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      EXPECT_TRUE(matches_reference(data[static_cast<std::size_t>(r)].out[k].view(),
+                                    testing::all_ranks(n), cases[k].second))
+          << "rank " << r << " " << dtype_name(cases[k].first) << " "
+          << reduce_op_name(cases[k].second);
+    }
+  }
+}
+
+// ---- every strategy x n x size ----
+
+using MatrixParam = std::tuple<StrategyName, int, SizeClass>;
+
+class AllreduceMatrix : public ::testing::TestWithParam<MatrixParam> {};
+
+TEST_P(AllreduceMatrix, MatchesSerialReference) {
+  const auto [strategy, n, size] = GetParam();
+  InprocWorld world(two_per_host(n), {.chunk_bytes = kChunkBytes, .strategy = strategy});
+  // f32 sum always, plus one more (dtype, op) rotating over the matrix so that across the
+  // strategies every kind of arithmetic travels every algorithm.
+  static const std::pair<DType, ReduceOp> rotation[] = {
+      {DType::i32, ReduceOp::sum}, {DType::f32, ReduceOp::avg},  {DType::u8, ReduceOp::max},
+      {DType::f64, ReduceOp::sum}, {DType::i64, ReduceOp::prod}, {DType::bf16, ReduceOp::min},
+      {DType::f16, ReduceOp::sum}, {DType::u16, ReduceOp::prod}, {DType::i8, ReduceOp::min},
+      {DType::u64, ReduceOp::max}, {DType::f32, ReduceOp::prod}};
+  const std::size_t pick = (static_cast<std::size_t>(strategy) * 7 +
+                            static_cast<std::size_t>(n) * 3 + static_cast<std::size_t>(size)) %
+                           std::size(rotation);
+  std::vector<std::pair<DType, ReduceOp>> cases = {{DType::f32, ReduceOp::sum}, rotation[pick]};
+  if (size == SizeClass::big) cases.resize(1);  // keep the big case to one 16 MiB buffer
+  check_allreduce(world, cases, size);
+}
+
+std::string matrix_name(const ::testing::TestParamInfo<MatrixParam>& info) {
+  const auto [strategy, n, size] = info.param;
+  return std::string(strategy_name(strategy)) + "_n" + std::to_string(n) + "_" + size_label(size);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllStrategies, AllreduceMatrix,
+    ::testing::Combine(::testing::ValuesIn(kAllStrategyNames),
+                       ::testing::Values(1, 2, 3, 4, 5, 7, 8, 16),
+                       ::testing::Values(SizeClass::zero, SizeClass::one, SizeClass::seven,
+                                         SizeClass::chunk_minus_1, SizeClass::chunk_plus_1,
+                                         SizeClass::big)),
+    matrix_name);
+
+// ---- every dtype x every op, on the algorithm families ----
+
+using DTypeParam = std::tuple<DType, ReduceOp, StrategyName>;
+
+class AllreduceDTypes : public ::testing::TestWithParam<DTypeParam> {};
+
+TEST_P(AllreduceDTypes, MatchesSerialReference) {
+  const auto [t, op, strategy] = GetParam();
+  if (!reduce_op_supports(op, t)) {
+    // Unsupported combinations are an error, not a silent wrong answer.
+    InprocWorld world(3, {.strategy = strategy});
+    Buffer in(4, t), out(4, t);
+    const auto statuses = run_on_all(world, [&](Engine& e, DoneCallback done) {
+      allreduce(e, {.name = "bad", .input = in.view(), .output = out.view(), .op = op}, done);
+    });
+    for (const auto& s : statuses)
+      EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
+    return;
+  }
+  for (int n : {3, 4}) {
+    InprocWorld world(two_per_host(n), {.chunk_bytes = 4096, .strategy = strategy});
+    for (SizeClass size : {SizeClass::seven, SizeClass::chunk_plus_1}) {
+      // chunk_plus_1 here is relative to the 1 MiB class; with 4 KiB chunks it spans many chunks.
+      check_allreduce(world, {{t, op}}, size);
+    }
+  }
+}
+
+std::string dtype_name_of(const ::testing::TestParamInfo<DTypeParam>& info) {
+  const auto [t, op, strategy] = info.param;
+  return std::string(dtype_name(t)) + "_" + std::string(reduce_op_name(op)) + "_" +
+         std::string(strategy_name(strategy));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryDTypeAndOp, AllreduceDTypes,
+    ::testing::Combine(::testing::ValuesIn(kAllDTypes), ::testing::ValuesIn(kAllReduceOps),
+                       ::testing::Values(StrategyName::binary_tree_star, StrategyName::clique,
+                                         StrategyName::ring_rs_ag, StrategyName::halving_doubling)),
+    dtype_name_of);
+
+// ---- results are bit-identical on every rank and across runs ----
+
+TEST(AllreduceDeterminism, FloatSumsAreBitIdenticalEverywhereAndEveryTime) {
+  // Values with rounding error, so the order of summation would show if it varied.
+  for (StrategyName s : {StrategyName::star, StrategyName::multi_binary_tree_star,
+                         StrategyName::ring_rs_ag, StrategyName::halving_doubling}) {
+    std::vector<std::vector<float>> first_run;
+    for (int run = 0; run < 3; ++run) {
+      const int n = 7;
+      InprocWorld world(two_per_host(n), {.chunk_bytes = 1024, .strategy = s});
+      std::vector<std::vector<float>> in(n), out(n);
+      for (int r = 0; r < n; ++r) {
+        for (int i = 0; i < 5000; ++i)
+          in[r].push_back(1.0f / static_cast<float>(3 + r * 7 + i));
+        out[r].resize(in[r].size());
+      }
+      expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+        allreduce(e,
+                  {.name = "x",
+                   .input = ConstBufferView::of(std::span<const float>(in[e.rank()]), DType::f32),
+                   .output = BufferView::of(std::span<float>(out[e.rank()]), DType::f32)},
+                  done);
+      }));
+      for (int r = 1; r < n; ++r) {
+        ASSERT_EQ(0, std::memcmp(out[0].data(), out[r].data(), out[0].size() * 4))
+            << strategy_name(s) << ": rank " << r << " differs from rank 0";
+      }
+      if (run == 0) {
+        first_run = out;
+      } else {
+        ASSERT_EQ(0, std::memcmp(first_run[0].data(), out[0].data(), out[0].size() * 4))
+            << strategy_name(s) << ": run " << run << " differs from run 0";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kf

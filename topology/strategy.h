@@ -1,0 +1,72 @@
+// Collective strategies. Every strategy is a list of (reduce graph, broadcast graph) pairs: each
+// chunk of a collective picks one pair by a hash of its name, so multi-pair strategies spread
+// load. RING_RS_AG and HALVING_DOUBLING are bandwidth-optimal algorithms that are not a single
+// graph pair; they still carry graph pairs, which rooted operations (reduce, broadcast) use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/graph.h"
+
+namespace kf {
+
+struct GraphPair {
+  Graph reduce;     // reversed broadcast tree + a self-loop on every node
+  Graph broadcast;  // a spanning tree (or, for subset collectives, a forest)
+  // The root of the broadcast graph: the only node with no prev (for a spanning pair).
+  int root() const;
+};
+
+enum class StrategyName : std::uint8_t {
+  star,
+  multi_star,
+  tree,
+  binary_tree,
+  binary_tree_star,
+  multi_binary_tree_star,
+  clique,
+  ring,
+  automatic,  // "AUTO": STAR on one host, else BINARY_TREE_STAR
+  ring_rs_ag,
+  halving_doubling,
+};
+
+inline constexpr StrategyName kAllStrategyNames[] = {StrategyName::star,
+                                                     StrategyName::multi_star,
+                                                     StrategyName::tree,
+                                                     StrategyName::binary_tree,
+                                                     StrategyName::binary_tree_star,
+                                                     StrategyName::multi_binary_tree_star,
+                                                     StrategyName::clique,
+                                                     StrategyName::ring,
+                                                     StrategyName::automatic,
+                                                     StrategyName::ring_rs_ag,
+                                                     StrategyName::halving_doubling};
+
+std::string_view strategy_name(StrategyName s);  // "STAR", ..., "AUTO", "RING_RS_AG"
+std::optional<StrategyName> parse_strategy_name(std::string_view name);  // case-insensitive
+
+enum class Algorithm : std::uint8_t { graph_pairs, ring_rs_ag, halving_doubling };
+
+struct Strategy {
+  std::string name;  // "STAR", "BINARY_TREE_STAR", "FOREST", "MST", ...
+  Algorithm algorithm = Algorithm::graph_pairs;
+  std::vector<GraphPair> pairs;  // never empty
+  // Stable across processes and builds: name, algorithm and every edge. Peers compare digests
+  // before switching strategy.
+  std::uint64_t digest() const;
+};
+
+// host_of[r] = the host index rank r runs on. Hosts are numbered by first appearance; the first
+// rank on a host is its master. Every returned pair is validated.
+Strategy make_strategy(StrategyName name, std::span<const int> host_of);
+
+// The first rank of each host, in order of first appearance.
+std::vector<int> host_masters(std::span<const int> host_of);
+
+}  // namespace kf
