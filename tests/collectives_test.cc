@@ -12,7 +12,6 @@ namespace {
 
 using testing::expect_all_ok;
 using testing::make_input;
-using testing::matches_reference;
 using testing::run_on_all;
 
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
@@ -100,12 +99,14 @@ void check_allreduce(InprocWorld& world, const std::vector<std::pair<DType, Redu
     }
   });
   expect_all_ok(statuses);
-  for (int r = 0; r < n; ++r) {
-    for (std::size_t k = 0; k < cases.size(); ++k) {
-      EXPECT_TRUE(matches_reference(data[static_cast<std::size_t>(r)].out[k].view(),
-                                    testing::all_ranks(n), cases[k].second))
-          << "rank " << r << " " << dtype_name(cases[k].first) << " "
-          << reduce_op_name(cases[k].second);
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto [t, op] = cases[k];
+    const auto want =
+        testing::reference_values(testing::all_ranks(n), element_count(size, t), op, t);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(
+          testing::matches_values(data[static_cast<std::size_t>(r)].out[k].view(), want, op))
+          << "rank " << r << " " << dtype_name(t) << " " << reduce_op_name(op);
     }
   }
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
+#include <thread>
 #include <vector>
 
 namespace kf {
@@ -60,6 +62,47 @@ TEST(EventLoop, StopDropsPendingWork) {
     loop.post([&] { ++ran; });
   }
   EXPECT_EQ(ran, 0);
+}
+
+}  // namespace
+}  // namespace kf
+
+#include "transport/real/local_compute.h"
+
+namespace kf {
+namespace {
+
+TEST(LocalCompute, WaitsOutTheProfiledTimeAndRunsMathOffTheLoop) {
+  EventLoop loop;
+  LocalCompute compute(loop);
+  std::promise<void> done;
+  std::atomic<bool> math_on_loop{true};
+  const auto start = std::chrono::steady_clock::now();
+  loop.post([&] {
+    compute.run({.step = 1,
+                 .samples = 32,
+                 .profiled = 40ms,
+                 .numeric = [&] { math_on_loop = loop.in_loop_thread(); }},
+                [&] { done.set_value(); });
+  });
+  done.get_future().wait();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms);
+  EXPECT_FALSE(math_on_loop);
+}
+
+TEST(LocalCompute, LongMathIsNotPaddedFurther) {
+  EventLoop loop;
+  LocalCompute compute(loop);
+  std::promise<void> done;
+  const auto start = std::chrono::steady_clock::now();
+  loop.post([&] {
+    compute.run({.profiled = 1ms, .numeric = [] { std::this_thread::sleep_for(30ms); }},
+                [&] { done.set_value(); });
+  });
+  done.get_future().wait();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 30ms);
+  EXPECT_LT(took, 2s);
 }
 
 }  // namespace

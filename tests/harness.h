@@ -242,24 +242,41 @@ inline std::vector<int> all_ranks(int n) {
   return r;
 }
 
-// Compares `out` against the reference over `ranks`; reports at most a few mismatches.
-inline ::testing::AssertionResult matches_reference(ConstBufferView out,
-                                                    const std::vector<int>& ranks, ReduceOp op) {
-  int bad = 0;
+// The reference of every element, computed once and shared by all ranks' checks.
+inline std::vector<double> reference_values(const std::vector<int>& ranks, std::size_t count,
+                                            ReduceOp op, DType t) {
+  std::vector<double> ref(count);
+  for (std::size_t i = 0; i < count; ++i)
+    ref[i] = reference(ranks, i, op, t);
+  return ref;
+}
+
+// Compares `out` against precomputed reference values; reports the first mismatch.
+inline ::testing::AssertionResult matches_values(ConstBufferView out,
+                                                 const std::vector<double>& want, ReduceOp op) {
+  if (out.count() != want.size()) {
+    return ::testing::AssertionFailure() << "count " << out.count() << ", want " << want.size();
+  }
+  std::size_t bad = 0;
   std::string first;
   const double tol = tolerance(out.dtype(), op);
   for (std::size_t i = 0; i < out.count(); ++i) {
-    const double want = reference(ranks, i, op, out.dtype());
     const double got = load(out, i);
-    const bool ok = tol == 0.0 ? got == want : std::abs(got - want) <= tol * std::abs(want);
+    const bool ok =
+        tol == 0.0 ? got == want[i] : std::abs(got - want[i]) <= tol * std::abs(want[i]);
     if (!ok && bad++ == 0) {
       first = "element " + std::to_string(i) + ": got " + std::to_string(got) + ", want " +
-              std::to_string(want);
+              std::to_string(want[i]);
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << bad << " of " << out.count() << " elements differ; first " << first;
+}
+
+inline ::testing::AssertionResult matches_reference(ConstBufferView out,
+                                                    const std::vector<int>& ranks, ReduceOp op) {
+  return matches_values(out, reference_values(ranks, out.count(), op, out.dtype()), op);
 }
 
 }  // namespace kf::testing

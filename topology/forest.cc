@@ -67,13 +67,6 @@ std::string cycle_text(std::vector<int> cycle) {
   return "nodes " + join(cycle, " -> ") + " form a cycle";
 }
 
-GraphPair pair_from_broadcast(Graph broadcast) {
-  Graph reduce = broadcast.reversed();
-  for (int v = 0; v < reduce.size(); ++v)
-    reduce.add_edge(v, v);
-  return GraphPair{std::move(reduce), std::move(broadcast)};
-}
-
 // Marks every node reachable from `sources` in `g` (any Boost.Graph incidence graph).
 template <typename G>
 std::vector<bool> reachable_from(const G& g, const std::vector<int>& sources) {

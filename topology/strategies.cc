@@ -90,13 +90,6 @@ std::vector<int> iota_ranks(int n) {
   return ranks;
 }
 
-GraphPair pair_from_broadcast(Graph broadcast) {
-  Graph reduce = broadcast.reversed();
-  for (int v = 0; v < reduce.size(); ++v)
-    reduce.add_edge(v, v);
-  return GraphPair{std::move(reduce), std::move(broadcast)};
-}
-
 GraphPair star_pair(int n, int root) {
   Graph b(n);
   add_star(b, root, iota_ranks(n));
@@ -301,6 +294,13 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of) {
   for (const auto& pair : s.pairs)
     validate_graph_pair(pair);
   return s;
+}
+
+GraphPair pair_from_broadcast(Graph broadcast) {
+  Graph reduce = broadcast.reversed();
+  for (int v = 0; v < reduce.size(); ++v)
+    reduce.add_edge(v, v);
+  return GraphPair{std::move(reduce), std::move(broadcast)};
 }
 
 }  // namespace kf

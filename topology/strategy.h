@@ -62,6 +62,10 @@ struct Strategy {
   std::uint64_t digest() const;
 };
 
+// The pair KungFu derives from a broadcast tree (or forest): the reduce graph is the broadcast
+// graph reversed, with a self-loop on every node. Not validated.
+GraphPair pair_from_broadcast(Graph broadcast);
+
 // host_of[r] = the host index rank r runs on. Hosts are numbered by first appearance; the first
 // rank on a host is its master. Every returned pair is validated.
 Strategy make_strategy(StrategyName name, std::span<const int> host_of);
