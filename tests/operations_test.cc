@@ -20,6 +20,13 @@ using testing::run_on_all;
 
 constexpr std::size_t kChunk = 4096;  // small chunks: many pieces even for modest buffers
 
+// Element counts that sit on every boundary the chunking has: none, one, just under and just over
+// one chunk, and several chunks plus a remainder.
+std::vector<std::size_t> sizes_around_chunks(DType t) {
+  const std::size_t chunk = kChunk / dtype_size(t);
+  return {0, 1, 7, chunk - 1, chunk + 1, 3 * chunk + 5};
+}
+
 using OpParam = std::tuple<StrategyName, int>;
 
 class Operations : public ::testing::TestWithParam<OpParam> {
@@ -47,7 +54,7 @@ class Operations : public ::testing::TestWithParam<OpParam> {
 TEST_P(Operations, BroadcastFromAnyRoot) {
   auto world = make_world();
   for (int root : roots()) {
-    for (std::size_t count : {std::size_t{0}, std::size_t{7}, kChunk / 4 * 3 + 1}) {
+    for (std::size_t count : sizes_around_chunks(DType::i32)) {
       std::vector<Buffer> in, out;
       for (int r = 0; r < n(); ++r) {
         in.push_back(make_input(r, count, DType::i32, ReduceOp::sum));
@@ -73,23 +80,24 @@ TEST_P(Operations, ReduceToAnyRoot) {
   auto world = make_world();
   for (int root : roots()) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
-      const std::size_t count = kChunk / 8 * 3 + 5;
-      std::vector<Buffer> in, out;
-      for (int r = 0; r < n(); ++r) {
-        in.push_back(make_input(r, count, DType::f64, op));
-        out.emplace_back(count, DType::f64);
+      for (std::size_t count : sizes_around_chunks(DType::f64)) {
+        std::vector<Buffer> in, out;
+        for (int r = 0; r < n(); ++r) {
+          in.push_back(make_input(r, count, DType::f64, op));
+          out.emplace_back(count, DType::f64);
+        }
+        expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+          reduce(e,
+                 {.name = "r",
+                  .input = in[e.rank()].view(),
+                  .output = out[e.rank()].view(),
+                  .op = op,
+                  .root = root},
+                 done);
+        }));
+        EXPECT_TRUE(matches_reference(out[root].view(), testing::all_ranks(n()), op))
+            << "root " << root << " op " << reduce_op_name(op) << " count " << count;
       }
-      expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
-        reduce(e,
-               {.name = "r",
-                .input = in[e.rank()].view(),
-                .output = out[e.rank()].view(),
-                .op = op,
-                .root = root},
-               done);
-      }));
-      EXPECT_TRUE(matches_reference(out[root].view(), testing::all_ranks(n()), op))
-          << "root " << root << " op " << reduce_op_name(op);
     }
   }
 }
@@ -97,28 +105,31 @@ TEST_P(Operations, ReduceToAnyRoot) {
 TEST_P(Operations, GatherToAnyRoot) {
   auto world = make_world();
   for (int root : roots()) {
-    const std::size_t count = kChunk / 2 + 3;  // u16: spans two chunks
-    std::vector<Buffer> in, out;
-    for (int r = 0; r < n(); ++r) {
-      in.push_back(make_input(r, count, DType::u16, ReduceOp::sum));
-      out.emplace_back(r == root ? count * static_cast<std::size_t>(n()) : 0, DType::u16);
-    }
-    expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
-      gather(
-          e,
-          {.name = "g", .input = in[e.rank()].view(), .output = out[e.rank()].view(), .root = root},
-          done);
-    }));
-    for (int r = 0; r < n(); ++r) {
-      EXPECT_TRUE(matches_reference(out[root].view().slice(r * count, count), {r}, ReduceOp::sum))
-          << "block " << r << " at root " << root;
+    for (std::size_t count : sizes_around_chunks(DType::u16)) {
+      std::vector<Buffer> in, out;
+      for (int r = 0; r < n(); ++r) {
+        in.push_back(make_input(r, count, DType::u16, ReduceOp::sum));
+        out.emplace_back(r == root ? count * static_cast<std::size_t>(n()) : 0, DType::u16);
+      }
+      expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+        gather(e,
+               {.name = "g",
+                .input = in[e.rank()].view(),
+                .output = out[e.rank()].view(),
+                .root = root},
+               done);
+      }));
+      for (int r = 0; r < n(); ++r) {
+        EXPECT_TRUE(matches_reference(out[root].view().slice(r * count, count), {r}, ReduceOp::sum))
+            << "block " << r << " at root " << root << " count " << count;
+      }
     }
   }
 }
 
 TEST_P(Operations, Allgather) {
   auto world = make_world();
-  for (std::size_t count : {std::size_t{0}, std::size_t{1}, kChunk / 4 * 2 + 1}) {
+  for (std::size_t count : sizes_around_chunks(DType::f32)) {
     std::vector<Buffer> in, out;
     for (int r = 0; r < n(); ++r) {
       in.push_back(make_input(r, count, DType::f32, ReduceOp::sum));
@@ -198,28 +209,30 @@ TEST_P(Operations, SubsetAllreduceOverAForest) {
   std::vector<int> forest(static_cast<std::size_t>(n()));
   for (int r = 0; r < n(); ++r)
     forest[r] = r < 2 ? r : (r % 2 == 0 ? r - 2 : 1);
-  const std::size_t count = kChunk / 4 + 9;
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
-    std::vector<Buffer> in, out;
-    for (int r = 0; r < n(); ++r) {
-      in.push_back(make_input(r, count, DType::f32, op));
-      out.emplace_back(count, DType::f32);
-    }
-    expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
-      subset_allreduce(e,
-                       {.name = "subset",
-                        .input = in[e.rank()].view(),
-                        .output = out[e.rank()].view(),
-                        .op = op,
-                        .forest = forest},
-                       done);
-    }));
-    for (int r = 0; r < n(); ++r) {
-      std::vector<int> group;
-      for (int q = 0; q < n(); ++q) {
-        if (q % 2 == r % 2) group.push_back(q);
+  for (std::size_t count : sizes_around_chunks(DType::f32)) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+      std::vector<Buffer> in, out;
+      for (int r = 0; r < n(); ++r) {
+        in.push_back(make_input(r, count, DType::f32, op));
+        out.emplace_back(count, DType::f32);
       }
-      EXPECT_TRUE(matches_reference(out[r].view(), group, op)) << "rank " << r;
+      expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+        subset_allreduce(e,
+                         {.name = "subset",
+                          .input = in[e.rank()].view(),
+                          .output = out[e.rank()].view(),
+                          .op = op,
+                          .forest = forest},
+                         done);
+      }));
+      for (int r = 0; r < n(); ++r) {
+        std::vector<int> group;
+        for (int q = 0; q < n(); ++q) {
+          if (q % 2 == r % 2) group.push_back(q);
+        }
+        EXPECT_TRUE(matches_reference(out[r].view(), group, op))
+            << "rank " << r << " count " << count;
+      }
     }
   }
 }

@@ -2,6 +2,7 @@
 #include <array>
 #include <cctype>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <unordered_map>
 
@@ -301,6 +302,10 @@ GraphPair pair_from_broadcast(Graph broadcast) {
   for (int v = 0; v < reduce.size(); ++v)
     reduce.add_edge(v, v);
   return GraphPair{std::move(reduce), std::move(broadcast)};
+}
+
+std::ostream& operator<<(std::ostream& os, StrategyName s) {
+  return os << strategy_name(s);
 }
 
 }  // namespace kf

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,6 +51,7 @@ inline constexpr StrategyName kAllStrategyNames[] = {StrategyName::star,
 
 std::string_view strategy_name(StrategyName s);  // "STAR", ..., "AUTO", "RING_RS_AG"
 std::optional<StrategyName> parse_strategy_name(std::string_view name);  // case-insensitive
+std::ostream& operator<<(std::ostream& os, StrategyName s);
 
 enum class Algorithm : std::uint8_t { graph_pairs, ring_rs_ag, halving_doubling };
 
