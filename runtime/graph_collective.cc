@@ -38,13 +38,17 @@ void GraphCollective::start() {
     Chunk& c = chunks_[i];
     if (mode_ == GraphMode::broadcast) {
       if (c.routes->is_root()) {
-        copy_view(out(c), input_.slice(c.range.first, c.range.count));
+        copy_view(out(c), in(c));
         broadcast(i, c);
       }
       continue;
     }
-    copy_view(out(c), input_.slice(c.range.first, c.range.count));
-    if (c.routes->reduce_prevs.empty()) reduced(i, c);
+    // Nodes with predecessors build their sum in the output (the first fold reads the input);
+    // leaves send straight from the input. Only a lone root copies.
+    if (c.routes->reduce_prevs.empty()) {
+      if (c.routes->reduce_next < 0) copy_view(out(c), in(c));
+      reduced(i, c);
+    }
   }
   if (remaining_ == 0) finish();
 }
@@ -93,7 +97,11 @@ void GraphCollective::on_message(int source, Message message) {
 }
 
 void GraphCollective::fold(std::size_t index, Chunk& c, const Payload& p) {
-  reduce_payload(out(c), p, op_);
+  if (c.folded == 0) {
+    reduce_payload_to(out(c), in(c), p, op_);  // the first fold starts the sum: out = in + p
+  } else {
+    reduce_payload(out(c), p, op_);
+  }
   ++c.folded;
   while (c.folded < c.early.size() && c.early[c.folded]) {
     reduce_payload(out(c), *c.early[c.folded], op_);
@@ -105,7 +113,8 @@ void GraphCollective::fold(std::size_t index, Chunk& c, const Payload& p) {
 
 void GraphCollective::reduced(std::size_t index, Chunk& c) {
   if (c.routes->reduce_next >= 0) {
-    engine().send(c.routes->reduce_next, collective_message(name(), index, kStepReduce, out(c)));
+    const ConstBufferView sum = c.routes->reduce_prevs.empty() ? in(c) : out(c);
+    engine().send(c.routes->reduce_next, collective_message(name(), index, kStepReduce, sum));
     if (mode_ == GraphMode::reduce) chunk_done(c);
     return;
   }

@@ -42,6 +42,11 @@ void reduce_payload(BufferView dst, const Payload& payload, ReduceOp op) {
   reduce_into(dst.data(), payload.data(), dst.count(), dst.dtype(), op);
 }
 
+void reduce_payload_to(BufferView dst, ConstBufferView a, const Payload& payload, ReduceOp op) {
+  if (dst.is_phantom() || payload.is_phantom() || payload.size() == 0) return;
+  reduce_to(dst.data(), a.data(), payload.data(), dst.count(), dst.dtype(), op);
+}
+
 void copy_view(BufferView dst, ConstBufferView src) {
   if (dst.is_phantom() || src.is_phantom() || dst.size_bytes() == 0 || dst.data() == src.data()) {
     return;

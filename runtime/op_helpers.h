@@ -25,6 +25,8 @@ Message collective_message(const std::string& name, std::size_t chunk, std::uint
 std::optional<std::string> payload_mismatch(const Payload& payload, ConstBufferView dst);
 void copy_payload(BufferView dst, const Payload& payload);
 void reduce_payload(BufferView dst, const Payload& payload, ReduceOp op);
+// dst = op(a, payload): folds an arrival into a fresh accumulator without copying `a` first.
+void reduce_payload_to(BufferView dst, ConstBufferView a, const Payload& payload, ReduceOp op);
 void copy_view(BufferView dst, ConstBufferView src);  // no-op for phantoms and for dst == src
 void divide_view(BufferView data, std::size_t divisor);
 

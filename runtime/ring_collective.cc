@@ -44,14 +44,17 @@ BufferView RingAllreduce::part(const Slice& s, int p) const {
 }
 
 void RingAllreduce::start() {
-  copy_view(output_, input_);
   if (remaining_ == 0) {
+    copy_view(output_, input_);
     finish();
     return;
   }
+  // No input -> output copy: every part of the output is written exactly once, either by its
+  // reduce-scatter fold (out = in + arrival) or by the all-gather.
   const int right = wrap(rank_ + 1);
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    engine().send(right, collective_message(name(), i, 0, part(slices_[i], rank_)));
+    const Range& r = slices_[i].parts[static_cast<std::size_t>(rank_)];
+    engine().send(right, collective_message(name(), i, 0, input_.slice(r.first, r.count)));
   }
 }
 
@@ -78,7 +81,8 @@ void RingAllreduce::on_message(int /*source*/, Message message) {
   s.arrived[step] = true;
   const int right = wrap(rank_ + 1);
   if (scatter) {
-    reduce_payload(dst, message.payload, op_);
+    const Range& r = s.parts[static_cast<std::size_t>(p)];
+    reduce_payload_to(dst, input_.slice(r.first, r.count), message.payload, op_);
     if (s_local < last) {
       engine().send(right, collective_message(name(), index, step + 1, dst));
     } else {
