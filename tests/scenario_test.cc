@@ -1,0 +1,557 @@
+// Scenario files: the full schema, defaults, units, and every class of error with its position.
+#include "transport/sim/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kf {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+using std::chrono::seconds;
+
+const std::string kData = KF_TEST_DATA_DIR "/scenarios/";
+
+// A valid base to append to: 4 workers on one switch.
+const std::string kBase = "steps: 10\ntopology: {hosts: 4}\n";
+
+struct Expected {
+  std::string file;
+  int line;
+  int column;
+  std::string fragment;
+};
+
+// Runs `f`, expecting a ScenarioError at file:line:col whose message contains `fragment`.
+template <typename F>
+void expect_error(F f, const Expected& e) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected " << e.fragment;
+  } catch (const ScenarioError& err) {
+    EXPECT_EQ(err.file(), e.file) << err.what();
+    EXPECT_EQ(err.line(), e.line) << err.what();
+    EXPECT_EQ(err.column(), e.column) << err.what();
+    EXPECT_NE(std::string(err.what()).find(e.fragment), std::string::npos)
+        << err.what() << "\n  lacks: " << e.fragment;
+  }
+}
+
+void expect_parse_error(const std::string& text, int line, int column,
+                        const std::string& fragment) {
+  expect_error([&] { parse_scenario(text, "s.yaml"); }, {"s.yaml", line, column, fragment});
+}
+
+void expect_set_error(const std::string& text, const std::vector<std::string>& overrides,
+                      const std::string& fragment) {
+  expect_error([&] { parse_scenario(text, "s.yaml", overrides); }, {"--set", 0, 0, fragment});
+}
+
+TEST(Scenario, FullFileSetsEveryField) {
+  const Scenario s = load_scenario(kData + "full.yaml");
+  EXPECT_EQ(s.file, kData + "full.yaml");
+  EXPECT_EQ(s.name, "contention");
+  EXPECT_EQ(s.description, "Background traffic on host0's link");
+  EXPECT_EQ(s.seed, 7u);
+  EXPECT_EQ(s.steps, 50);
+  EXPECT_EQ(s.world, "ns3");
+
+  const TopologyConfig& t = s.topology;
+  EXPECT_EQ(t.kind, TopologyConfig::Kind::star);
+  EXPECT_EQ(t.hosts, 4);
+  EXPECT_EQ(t.workers_per_host, 2);
+  EXPECT_DOUBLE_EQ(t.link.bandwidth_bps, 10e9);
+  EXPECT_EQ(t.link.latency, microseconds(25));
+  EXPECT_EQ(t.link.mtu, 9000u);
+  EXPECT_EQ(t.link.queue_packets, 500u);
+  EXPECT_DOUBLE_EQ(t.intra_host.bandwidth_bps, 50e9);
+  EXPECT_EQ(t.intra_host.latency, microseconds(2));
+  EXPECT_EQ(t.intra_host.mtu, 65000u);
+  EXPECT_EQ(t.intra_host.queue_packets, 100u);
+  EXPECT_TRUE(t.outside_host);
+
+  EXPECT_EQ(s.workload.model, "vgg16");
+  EXPECT_EQ(s.workload.device, "v100");
+  EXPECT_EQ(s.workload.batch_per_worker, 16);
+  EXPECT_EQ(s.workload.fusion_bytes, 64u << 20);
+  EXPECT_FALSE(s.workload.phantom);
+  EXPECT_EQ(s.strategy, StrategyName::ring);
+  EXPECT_EQ(s.optimizer, "sma");
+  EXPECT_EQ(s.chunk_bytes, 512u << 10);
+  EXPECT_EQ(s.timeout, seconds(90));
+  EXPECT_EQ(s.policy, "none");
+
+  ASSERT_EQ(s.events.size(), 5u);
+  const auto& c = std::get<ContentionEvent>(s.events[0].what);
+  EXPECT_EQ(s.events[0].label, "contention#1 (line 25)");
+  EXPECT_EQ(c.from, "host0");
+  EXPECT_EQ(c.to, "outside");
+  ASSERT_TRUE(c.rate_bps);
+  EXPECT_DOUBLE_EQ(*c.rate_bps, 1e9);
+  EXPECT_EQ(c.flows, 2);
+  EXPECT_EQ(c.start.step, 30);
+  EXPECT_FALSE(c.start.time);
+  ASSERT_TRUE(c.stop);
+  EXPECT_EQ(c.stop->step, 45);
+
+  const auto& st = std::get<StragglerEvent>(s.events[1].what);
+  EXPECT_EQ(s.events[1].label, "straggler#1 (line 26)");
+  EXPECT_EQ(st.worker, 2);
+  EXPECT_DOUBLE_EQ(st.factor, 3);
+  EXPECT_EQ(st.start.time, milliseconds(1500));
+  EXPECT_FALSE(st.start.step);
+  ASSERT_TRUE(st.stop);
+  EXPECT_EQ(st.stop->time, milliseconds(2500));
+
+  const auto& l = std::get<LinkEvent>(s.events[2].what);
+  EXPECT_EQ(s.events[2].label, "link#1 (line 27)");
+  EXPECT_EQ(l.link, "host1-switch");
+  EXPECT_EQ(l.bandwidth_bps, 100e6);
+  EXPECT_EQ(l.latency, milliseconds(1));
+  EXPECT_EQ(l.at.time, seconds(5));
+
+  const auto& f = std::get<FailEvent>(s.events[3].what);
+  EXPECT_EQ(s.events[3].label, "fail#1 (line 28)");
+  EXPECT_EQ(f.worker, 7);
+  EXPECT_EQ(f.at.step, 20);
+
+  const auto& c2 = std::get<ContentionEvent>(s.events[4].what);
+  EXPECT_EQ(s.events[4].label, "contention#2 (line 29)");
+  EXPECT_EQ(c2.from, "w1");
+  EXPECT_EQ(c2.to, "host3");
+  EXPECT_FALSE(c2.rate_bps);
+  EXPECT_EQ(c2.flows, 1);
+  EXPECT_EQ(c2.start.time, milliseconds(10));
+  EXPECT_FALSE(c2.stop);
+}
+
+TEST(Scenario, Defaults) {
+  const Scenario s = parse_scenario("steps: 3\ntopology: {hosts: 2}\n", "some/dir/quick.yaml");
+  const Scenario d;
+  EXPECT_EQ(s.file, "some/dir/quick.yaml");
+  EXPECT_EQ(s.name, "quick");  // the file stem
+  EXPECT_EQ(s.description, "");
+  EXPECT_EQ(s.seed, 1u);
+  EXPECT_EQ(s.steps, 3);
+  EXPECT_EQ(s.world, "ns3");
+  EXPECT_EQ(s.topology.kind, TopologyConfig::Kind::star);
+  EXPECT_EQ(s.topology.hosts, 2);
+  EXPECT_EQ(s.topology.workers_per_host, 1);
+  EXPECT_DOUBLE_EQ(s.topology.link.bandwidth_bps, 1e9);
+  EXPECT_EQ(s.topology.link.latency, microseconds(5));
+  EXPECT_EQ(s.topology.link.mtu, 1500u);
+  EXPECT_EQ(s.topology.link.queue_packets, 1000u);
+  EXPECT_DOUBLE_EQ(s.topology.intra_host.bandwidth_bps, 100e9);
+  EXPECT_EQ(s.topology.intra_host.latency, microseconds(1));
+  EXPECT_EQ(s.topology.intra_host.mtu, 65000u);
+  EXPECT_EQ(s.topology.intra_host.queue_packets, 1000u);
+  EXPECT_FALSE(s.topology.outside_host);
+  EXPECT_EQ(s.workload.model, "resnet50");
+  EXPECT_EQ(s.workload.device, "k80");
+  EXPECT_EQ(s.workload.batch_per_worker, 32);
+  EXPECT_EQ(s.workload.fusion_bytes, 0u);
+  EXPECT_TRUE(s.workload.phantom);
+  EXPECT_EQ(s.strategy, StrategyName::binary_tree_star);
+  EXPECT_EQ(s.optimizer, "ssgd");
+  EXPECT_EQ(s.chunk_bytes, d.chunk_bytes);
+  EXPECT_EQ(s.chunk_bytes, 1u << 20);
+  EXPECT_EQ(s.timeout, seconds(60));
+  EXPECT_EQ(s.policy, "none");
+  EXPECT_TRUE(s.events.empty());
+
+  // A partial link keeps the other defaults; "policy: none", "fusion: 0", an empty list.
+  const Scenario p = parse_scenario(
+      "steps: 1\ntopology: {hosts: 1, link: {latency: 1ms}}\npolicy: none\nworkload: {fusion: 0}\n"
+      "events: []\n",
+      "p.yaml");
+  EXPECT_EQ(p.topology.link.latency, milliseconds(1));
+  EXPECT_DOUBLE_EQ(p.topology.link.bandwidth_bps, 1e9);
+  EXPECT_EQ(p.topology.link.mtu, 1500u);
+  EXPECT_EQ(p.workload.fusion_bytes, 0u);
+}
+
+TEST(Units, Bandwidth) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1Gbps"), 1e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("100Mbps"), 100e6);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("10Gbit/s"), 10e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1.25GB/s"), 10e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("5 Kbps"), 5e3);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("2Tbps"), 2e12);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("800bps"), 800);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1MB/s"), 8e6);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("1e3Mbps"), 1e9);
+  for (const char* bad : {"1G", "10", "fast", "", "1Gbsp", "Gbps", "1 G bps"}) {
+    EXPECT_THROW(parse_bandwidth(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_bandwidth("1G");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "'1G' has no unit; write e.g. 1Gbps, 100Mbps, 10Gbit/s (units: bps, Kbps, Mbps, "
+                 "Gbps, Tbps, bit/s, Kbit/s, Mbit/s, Gbit/s, Tbit/s, and bytes: B/s, KB/s, MB/s, "
+                 "GB/s, TB/s)");
+  }
+  try {
+    parse_bandwidth("-1Gbps");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "must be positive, got -1Gbps");
+  }
+  EXPECT_THROW(parse_bandwidth("0Gbps"), std::invalid_argument);
+  EXPECT_THROW(parse_bandwidth("0"), std::invalid_argument);
+}
+
+TEST(Units, Duration) {
+  EXPECT_EQ(parse_duration("5us"), microseconds(5));
+  EXPECT_EQ(parse_duration("1.5ms"), microseconds(1500));
+  EXPECT_EQ(parse_duration("2s"), seconds(2));
+  EXPECT_EQ(parse_duration("100ns"), nanoseconds(100));
+  EXPECT_EQ(parse_duration("1min"), seconds(60));
+  EXPECT_EQ(parse_duration("12.5s"), milliseconds(12500));
+  EXPECT_EQ(parse_duration("0"), nanoseconds(0));
+  EXPECT_EQ(parse_duration("0s"), nanoseconds(0));
+  for (const char* bad : {"5", "1.5", "ms", "5m", "5 sec", "1e30s", "x"}) {
+    EXPECT_THROW(parse_duration(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_duration("5");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'5' has no unit"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ns, us, ms, s, min"), std::string::npos) << e.what();
+  }
+  try {
+    parse_duration("-1ms");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "must not be negative, got -1ms");
+  }
+}
+
+TEST(Units, Size) {
+  EXPECT_EQ(parse_size("64KiB"), 64u * 1024);
+  EXPECT_EQ(parse_size("1MiB"), 1u << 20);
+  EXPECT_EQ(parse_size("100MB"), 100'000'000u);
+  EXPECT_EQ(parse_size("1GiB"), 1u << 30);
+  EXPECT_EQ(parse_size("2GB"), 2'000'000'000u);
+  EXPECT_EQ(parse_size("1.5KiB"), 1536u);
+  EXPECT_EQ(parse_size("1.1MB"), 1'100'000u);
+  EXPECT_EQ(parse_size("7B"), 7u);
+  EXPECT_EQ(parse_size("1KB"), 1000u);
+  EXPECT_EQ(parse_size("0"), 0u);
+  for (const char* bad : {"64", "1M", "1Mb", "0.5B", "-1KiB", "big", "1e30GiB"}) {
+    EXPECT_THROW(parse_size(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_size("64");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'64' has no unit; write e.g. 64KiB"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ScenarioErrors, UnknownKeys) {
+  expect_parse_error(kBase + "stepz: 4\n", 3, 1, "unknown key 'stepz' at top level (known: name,");
+  expect_error(
+      [] { load_scenario(kData + "bad_unknown_key.yaml"); },
+      {kData + "bad_unknown_key.yaml", 5, 5,
+       "unknown key 'bandwdith' in topology.link (known: bandwidth, latency, mtu, queue)"});
+  // The whole what(): FILE:LINE:COL: message.
+  try {
+    parse_scenario("steps: 1\ntopology:\n  hosts: 4\n  link: {bandwdith: 1Gbps}\n", "x.yaml");
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(e.what(),
+                 "x.yaml:4:10: unknown key 'bandwdith' in topology.link (known: bandwidth, "
+                 "latency, mtu, queue)");
+  }
+  expect_parse_error(kBase + "steps: 4\n", 3, 1, "duplicate key 'steps' at top level");
+  expect_parse_error(kBase + "workload: {modle: vgg16}\n", 3, 12,
+                     "unknown key 'modle' in workload (known: model, device,");
+  expect_parse_error(kBase + "events:\n  - fail: {worker: 1, at: {stp: 3}}\n", 4, 28,
+                     "unknown key 'stp' in events[0].fail.at (known: step)");
+}
+
+TEST(ScenarioErrors, Units) {
+  const std::string text = "steps: 1\ntopology:\n  hosts: 2\n  link: {bandwidth: 1G}\n";
+  try {
+    parse_scenario(text, "u.yaml");
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "u.yaml:4:21: topology.link.bandwidth: '1G' has no unit; write e.g. 1Gbps, "
+                  "100Mbps, 10Gbit/s",
+                  0),
+              0u)
+        << e.what();
+  }
+  expect_parse_error("steps: 1\ntopology:\n  hosts: 2\n  link: {bandwidth: -1Gbps}\n", 4, 21,
+                     "topology.link.bandwidth: must be positive, got -1Gbps");
+  expect_parse_error(kBase + "timeout: 30\n", 3, 10, "timeout: '30' has no unit");
+  expect_parse_error(kBase + "timeout: 0s\n", 3, 10, "timeout: must be positive, got 0s");
+  expect_parse_error(kBase + "chunk: 0B\n", 3, 8, "chunk: must be positive, got 0B");
+  expect_parse_error(kBase + "chunk: 1M\n", 3, 8, "chunk: '1M' has no unit");
+  expect_parse_error(kBase + "workload: {fusion: 64}\n", 3, 20,
+                     "workload.fusion: '64' has no unit");
+  expect_parse_error("steps: 1\ntopology: {hosts: 2, link: {mtu: 100}}\n", 2, 34,
+                     "topology.link.mtu: must be between 576 and 65535, got 100");
+  expect_parse_error(kBase + "events:\n  - fail: {worker: 1, at: 20}\n", 4, 27,
+                     "events[0].fail.at: '20' has no unit; write e.g. 5us");
+  expect_parse_error(kBase + "events:\n  - fail: {worker: 1, at: {step: -2}}\n", 4, 34,
+                     "events[0].fail.at.step: must be at least 0, got -2");
+}
+
+TEST(ScenarioErrors, WrongTypes) {
+  expect_parse_error("steps: ten\ntopology: {hosts: 1}\n", 1, 8,
+                     "steps: expected an integer, got 'ten'");
+  expect_parse_error("steps: 0\ntopology: {hosts: 1}\n", 1, 8, "steps: must be at least 1, got 0");
+  expect_parse_error("steps: [1]\ntopology: {hosts: 1}\n", 1, 8,
+                     "steps: expected an integer, got a list");
+  expect_parse_error("steps: 1\ntopology: 4\n", 2, 11, "topology: expected a map, got '4'");
+  expect_parse_error("steps: 1\ntopology: {hosts: 2, link: 1Gbps}\n", 2, 28,
+                     "topology.link: expected a map, got '1Gbps'");
+  expect_parse_error(kBase + "name: {a: 1}\n", 3, 7, "name: expected a string, got a map");
+  expect_parse_error(kBase + "description:\n", 3, 1, "description: expected a string, got nothing");
+  expect_parse_error(kBase + "workload: {phantom: maybe}\n", 3, 21,
+                     "workload.phantom: expected true or false, got 'maybe'");
+  expect_parse_error(kBase + "seed: -1\n", 3, 7, "seed: must be at least 0, got -1");
+  expect_parse_error(kBase + "events: {fail: 1}\n", 3, 9,
+                     "events: expected a list of events, got a map");
+  expect_parse_error("- 1\n- 2\n", 1, 1, "expected a map of scenario settings");
+  expect_parse_error("", 1, 1,
+                     "expected a map of scenario settings (steps, topology, ...), got nothing");
+}
+
+TEST(ScenarioErrors, MissingRequiredKeyPointsAtParent) {
+  expect_parse_error("# comment\nseed: 3\ntopology: {hosts: 1}\n", 2, 1,
+                     "missing required key 'steps'");
+  expect_parse_error("steps: 1\ntopology:\n  workers_per_host: 2\n", 3, 3,
+                     "topology: missing required key 'hosts'");
+  expect_parse_error(kBase + "events:\n  - straggler: {factor: 2, start: 1s}\n", 4, 16,
+                     "events[0].straggler: missing required key 'worker'");
+}
+
+TEST(ScenarioErrors, NamedValues) {
+  expect_parse_error(kBase + "world: flow\n", 3, 8,
+                     "world: the flow-level world arrives with issue 9");
+  expect_parse_error(kBase + "world: ns2\n", 3, 8, "world: unknown world 'ns2' (known: ns3)");
+  expect_parse_error(kBase + "strategy: STAAR\n", 3, 11,
+                     "strategy: unknown strategy 'STAAR' (known: STAR, MULTI_STAR, TREE,");
+  EXPECT_EQ(parse_scenario(kBase + "strategy: multi_binary_tree_star\n", "s.yaml").strategy,
+            StrategyName::multi_binary_tree_star);
+  expect_parse_error(kBase + "optimizer: adam\n", 3, 12,
+                     "optimizer: unknown optimizer 'adam' (known: ssgd, sma, pair_avg)");
+  expect_parse_error(kBase + "policy: greedy\n", 3, 9,
+                     "policy: policies arrive with the adaptation issue (issue 5)");
+  expect_parse_error(kBase + "policy: {kind: greedy, threshold: 2}\n", 3, 16,
+                     "policy.kind: policies arrive with the adaptation issue (issue 5)");
+  expect_parse_error(kBase + "workload: {model: resnet51}\n", 3, 19,
+                     "workload.model: unknown model 'resnet51'");
+  expect_parse_error(kBase + "workload: {device: tpu}\n", 3, 20,
+                     "workload.device: unknown device 'tpu'");
+  expect_parse_error(kBase + "topology: {kind: ring}\n", 3, 1, "duplicate key 'topology'");
+  expect_parse_error("steps: 1\ntopology: {kind: ring, hosts: 2}\n", 2, 18,
+                     "topology.kind: unknown kind 'ring' (known: star, leaf-spine)");
+}
+
+TEST(ScenarioErrors, Workers) {
+  expect_parse_error(kBase + "events:\n  - straggler: {worker: 9, factor: 3, start: {step: 1}}\n",
+                     4, 25,
+                     "events[0].straggler.worker: worker 9 does not exist (4 workers: 0..3)");
+  expect_parse_error(kBase + "events:\n  - fail: {worker: -1, at: 1s}\n", 4, 20,
+                     "events[0].fail.worker: worker -1 does not exist (4 workers: 0..3)");
+  expect_parse_error(kBase + "events:\n  - straggler: {worker: 1, factor: 0, start: 1s}\n", 4, 36,
+                     "events[0].straggler.factor: must be positive, got 0");
+  // Workers counted across hosts: 4 hosts x 2.
+  EXPECT_NO_THROW(parse_scenario(
+      "steps: 1\ntopology: {hosts: 4, workers_per_host: 2}\nevents: [fail: {worker: 7, at: 1s}]\n",
+      "s.yaml"));
+}
+
+TEST(ScenarioErrors, NodesAndLinks) {
+  expect_parse_error(
+      kBase + "events:\n  - contention: {from: w9, to: outside, start: 1s}\n", 4, 24,
+      "events[0].contention.from: no node 'w9' (nodes: w0, w1, w2, w3, switch, outside)");
+  expect_parse_error(kBase + "events:\n  - contention: {from: w0, to: w0, start: 1s}\n", 4, 32,
+                     "events[0].contention.to: same node as from ('w0')");
+  expect_parse_error(kBase + "events:\n  - link: {link: w1-w2, latency: 1ms, at: 1s}\n", 4, 18,
+                     "events[0].link.link: no link 'w1-w2' (links: w0-switch, w1-switch,");
+  expect_parse_error(kBase + "events:\n  - link: {link: w1-switch, at: 1s}\n", 4, 11,
+                     "events[0].link: give bandwidth and/or latency");
+  // host nodes exist only with several workers per host.
+  expect_parse_error(kBase + "events:\n  - contention: {from: host0, to: switch, start: 1s}\n", 4,
+                     24, "no node 'host0'");
+  // Long lists are shortened.
+  expect_parse_error(
+      "steps: 1\ntopology: {hosts: 10, workers_per_host: 2}\n"
+      "events: [contention: {from: x, to: switch, start: 1s}]\n",
+      3, 29, "no node 'x' (nodes: w0..w19, host0..host9, switch, outside)");
+}
+
+TEST(ScenarioErrors, Events) {
+  expect_parse_error(
+      kBase + "events:\n  - crash: {worker: 1, at: 1s}\n", 4, 5,
+      "events[0]: unknown event type 'crash' (known: contention, straggler, link, fail)");
+  expect_parse_error(
+      kBase + "events:\n  - fail: {worker: 1, at: 1s}\n    straggler: {worker: 1}\n", 4, 5,
+      "events[0]: an event is a map with exactly one key naming its type (contention, straggler, "
+      "link, fail), got 2 keys: 'fail', 'straggler'");
+  expect_parse_error(kBase + "events:\n  - fail\n", 4, 5,
+                     "events[0]: expected a map with one key naming the event type");
+  expect_parse_error(kBase + "events:\n  - {}\n", 4, 5, "got 0 keys");
+  // Stop not after start: steps, times; equal is not after.
+  expect_parse_error(
+      kBase + "events:\n  - straggler: {worker: 1, factor: 2, start: {step: 9}, stop: {step: 3}}\n",
+      4, 63, "events[0].straggler.stop: must be after start (step 3 is not after step 9)");
+  expect_parse_error(
+      kBase + "events:\n  - contention: {from: w0, to: w1, start: 2s, stop: 1500ms}\n", 4, 53,
+      "events[0].contention.stop: must be after start (1.5s is not after 2s)");
+  expect_parse_error(
+      kBase + "events:\n  - straggler: {worker: 1, factor: 2, start: {step: 4}, stop: {step: 4}}\n",
+      4, 63, "must be after start");
+  // Mixed kinds are not compared.
+  EXPECT_NO_THROW(parse_scenario(
+      kBase + "events:\n  - straggler: {worker: 1, factor: 2, start: 5s, stop: {step: 1}}\n",
+      "s.yaml"));
+}
+
+TEST(Scenario, OutsideHost) {
+  EXPECT_FALSE(parse_scenario(kBase + "events: [contention: {from: w0, to: w1, start: 0s}]\n", "s")
+                   .topology.outside_host);
+  EXPECT_TRUE(
+      parse_scenario(kBase + "events: [contention: {from: outside, to: w1, start: 0s}]\n", "s")
+          .topology.outside_host);
+  EXPECT_TRUE(parse_scenario(
+                  kBase + "events: [link: {link: switch-outside, bandwidth: 1Mbps, at: 0s}]\n", "s")
+                  .topology.outside_host);
+  // "outside-leaf0" is not a star link.
+  expect_parse_error(kBase + "events: [link: {link: outside-leaf0, latency: 1ms, at: 0s}]\n", 3, 23,
+                     "no link 'outside-leaf0'");
+}
+
+TEST(Scenario, LeafSpine) {
+  const Scenario s = load_scenario(kData + "leaf_spine.yaml");
+  const TopologyConfig& t = s.topology;
+  EXPECT_EQ(t.kind, TopologyConfig::Kind::leaf_spine);
+  EXPECT_EQ(t.leaves, 2);
+  EXPECT_EQ(t.spines, 2);
+  EXPECT_EQ(t.hosts_per_leaf, 4);
+  EXPECT_DOUBLE_EQ(t.link.bandwidth_bps, 10e9);
+  // 4 hosts x 10Gbps / (2 spines x 2).
+  EXPECT_DOUBLE_EQ(t.uplink.bandwidth_bps, 10e9);
+  EXPECT_EQ(t.uplink.latency, microseconds(2));
+  EXPECT_EQ(t.uplink.mtu, 1500u);
+  EXPECT_TRUE(t.outside_host);  // named by its link "outside-leaf0"
+  ASSERT_EQ(s.events.size(), 2u);
+  EXPECT_EQ(std::get<ContentionEvent>(s.events[1].what).to, "spine1");
+
+  const std::string ls = "steps: 1\ntopology:\n  kind: leaf-spine\n";
+  expect_parse_error(ls + "  hosts: 4\n  leaves: 1\n  spines: 1\n  hosts_per_leaf: 1\n", 4, 3,
+                     "topology.hosts: not for kind leaf-spine; give leaves and hosts_per_leaf");
+  expect_parse_error(ls + "  spines: 1\n  hosts_per_leaf: 1\n", 3, 3,
+                     "topology: missing required key 'leaves'");
+  expect_parse_error("steps: 1\ntopology: {hosts: 2, spines: 2}\n", 2, 22,
+                     "topology.spines: only for kind leaf-spine (this topology is a star)");
+  expect_parse_error(ls + "  leaves: 1\n  spines: 1\n  hosts_per_leaf: 2\n  uplink: {bandwidth: "
+                          "1Gbps}\n  oversubscription: 2\n",
+                     8, 3,
+                     "topology.oversubscription: give either oversubscription or uplink.bandwidth");
+  expect_parse_error(ls + "  leaves: 1\n  spines: 1\n  hosts_per_leaf: 2\n  oversubscription: 0\n",
+                     7, 21, "topology.oversubscription: must be positive, got 0");
+  expect_parse_error(
+      ls + "  leaves: 2\n  spines: 3\n  hosts_per_leaf: 2\nevents: [fail: {worker: 4, at: 0s}]\n",
+      7, 25, "worker 4 does not exist (4 workers: 0..3)");
+  expect_parse_error(ls + "  leaves: 2\n  spines: 3\n  hosts_per_leaf: 2\n"
+                          "events: [contention: {from: switch, to: w0, start: 0s}]\n",
+                     7, 29,
+                     "no node 'switch' (nodes: w0, w1, w2, w3, leaf0, leaf1, spine0, spine1, "
+                     "spine2, outside)");
+  // Without oversubscription or uplink.bandwidth the uplink has the link defaults.
+  const Scenario d =
+      parse_scenario(ls + "  leaves: 1\n  spines: 1\n  hosts_per_leaf: 2\n", "d.yaml");
+  EXPECT_DOUBLE_EQ(d.topology.uplink.bandwidth_bps, 1e9);
+}
+
+TEST(ScenarioErrors, MalformedYaml) {
+  expect_error([] { load_scenario(kData + "bad_malformed.yaml"); },
+               {kData + "bad_malformed.yaml", 3, 7, "invalid YAML:"});
+  expect_parse_error("steps: 1\n  topology: 2\n", 2, 11, "invalid YAML:");
+  expect_error([] { load_scenario(kData + "no_such_file.yaml"); },
+               {kData + "no_such_file.yaml", 0, 0, "cannot read file"});
+}
+
+TEST(Scenario, Overrides) {
+  const Scenario s =
+      parse_scenario(kBase + "events:\n  - fail: {worker: 3, at: 1s}\n", "s.yaml",
+                     {"steps=20", "topology.link.bandwidth=10Gbps", "events.0.fail.worker=1",
+                      "workload.model=vgg16", "name = spaced"});
+  EXPECT_EQ(s.steps, 20);
+  EXPECT_DOUBLE_EQ(s.topology.link.bandwidth_bps, 10e9);
+  EXPECT_EQ(s.topology.hosts, 4);  // untouched siblings stay
+  EXPECT_EQ(std::get<FailEvent>(s.events.at(0).what).worker, 1);
+  EXPECT_EQ(s.events.at(0).label, "fail#1 (line 4)");
+  EXPECT_EQ(s.workload.model, "vgg16");
+  EXPECT_EQ(s.name, "spaced");
+
+  EXPECT_TRUE(
+      parse_scenario(kBase + "events:\n  - fail: {worker: 3, at: 1s}\n", "s.yaml", {"events=[]"})
+          .events.empty());
+  const Scenario e = parse_scenario(kBase, "s.yaml", {"events=[fail: {worker: 0, at: 2s}]"});
+  ASSERT_EQ(e.events.size(), 1u);
+  EXPECT_EQ(e.events[0].label, "fail#1 (--set)");
+  // An override can supply what the file lacks.
+  EXPECT_EQ(parse_scenario("topology: {hosts: 1}\n", "s.yaml", {"steps=5"}).steps, 5);
+  EXPECT_EQ(parse_scenario("", "s.yaml", {"steps=5", "topology.hosts=3"}).topology.hosts, 3);
+  // A later override wins.
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml", {"steps=5", "steps=6"}).steps, 6);
+}
+
+TEST(ScenarioErrors, Overrides) {
+  expect_set_error(kBase, {"noequals"}, "--set 'noequals': expected key.path=value");
+  expect_set_error(kBase, {"=5"}, "--set '=5': empty key");
+  expect_set_error(kBase, {"topology..hosts=5"}, "--set 'topology..hosts=5': empty key");
+  expect_set_error(kBase, {"steps.x=1"}, "--set 'steps.x=1': 'steps' is a value, not a map");
+  expect_set_error(kBase + "events: []\n", {"events.0.fail.worker=1"},
+                   "--set 'events.0.fail.worker=1': 'events' is a list; '0' is not an index");
+  expect_set_error(kBase, {"steps=[1"}, "--set steps: invalid YAML value '[1'");
+  // Errors in an overridden value name the override, not a file position.
+  try {
+    parse_scenario(kBase, "s.yaml", {"topology.link.bandwidth=1G"});
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), "--set");
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_EQ(e.column(), 0);
+    EXPECT_EQ(std::string(e.what()).rfind("--set topology.link.bandwidth: '1G' has no unit", 0), 0u)
+        << e.what();
+  }
+  expect_set_error(kBase, {"steps=ten"}, "--set steps: expected an integer, got 'ten'");
+  expect_set_error(kBase, {"topology.link.bandwdith=1Gbps"},
+                   "--set topology.link.bandwdith: unknown key 'bandwdith' in topology.link");
+  expect_set_error(kBase, {"events=[fail: {worker: 9, at: 1s}]"},
+                   "--set events[0].fail.worker: worker 9 does not exist");
+  expect_set_error(kBase, {"topology={kind: star}"},
+                   "--set topology: missing required key 'hosts'");
+  // A problem in the file itself still points at the file.
+  expect_error(
+      [] {
+        parse_scenario(kBase + "events: [fail: {worker: 3, at: 1s}]\n", "s.yaml",
+                       {"topology.hosts=2"});
+      },
+      {"s.yaml", 3, 25, "worker 3 does not exist (2 workers: 0..1)"});
+}
+
+TEST(ScenarioError, Format) {
+  EXPECT_STREQ(ScenarioError("a.yaml", 3, 4, "bad").what(), "a.yaml:3:4: bad");
+  EXPECT_STREQ(ScenarioError("a.yaml", 0, 0, "bad").what(), "a.yaml: bad");
+  EXPECT_STREQ(ScenarioError("--set", 0, 0, "--set steps: bad").what(), "--set steps: bad");
+}
+
+}  // namespace
+}  // namespace kf

@@ -1,0 +1,471 @@
+// The ns-3 glue (C++17: Debian's ns-3 3.37 headers do not compile as C++20).
+#include "transport/sim/ns3_world.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+namespace kf {
+
+namespace {
+
+// Bytes a message occupies on the wire besides its payload: a fixed frame header plus the name,
+// as the real transport frames it.
+constexpr std::uint64_t kFrameHeaderBytes = 40;
+
+std::uint64_t wire_bytes(const Message& m) {
+  return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
+}
+
+ns3::Time to_ns3(std::chrono::nanoseconds d) {
+  return ns3::NanoSeconds(d.count());
+}
+
+// ---- Executor: the simulator's clock and event queue ----
+
+class SimExecutor final : public Executor {
+ public:
+  TimePoint now() const override {
+    return TimePoint(Duration(ns3::Simulator::Now().GetNanoSeconds()));
+  }
+  void post(Task task) override { ns3::Simulator::ScheduleNow(std::move(task)); }
+  TimerId post_after(Duration delay, Task task) override {
+    const TimerId id = ++next_;
+    events_[id] = ns3::Simulator::Schedule(to_ns3(delay), [this, id, task = std::move(task)] {
+      events_.erase(id);
+      task();
+    });
+    return id;
+  }
+  void cancel(TimerId id) override {
+    const auto it = events_.find(id);
+    if (it == events_.end()) return;
+    ns3::Simulator::Cancel(it->second);
+    events_.erase(it);
+  }
+
+ private:
+  TimerId next_ = 0;
+  std::unordered_map<TimerId, ns3::EventId> events_;
+};
+
+// ---- Compute: simulated time passes ----
+
+class SimCompute final : public Compute {
+ public:
+  void run(ComputeWork work, std::function<void()> done) override {
+    if (work.numeric) work.numeric();  // real math, at this simulated instant
+    const auto scaled = std::chrono::nanoseconds(
+        static_cast<std::int64_t>(static_cast<double>(work.profiled.count()) * factor));
+    ns3::Simulator::Schedule(to_ns3(scaled), std::move(done));
+  }
+  double factor = 1.0;
+};
+
+}  // namespace
+
+// ---- the world ----
+
+class Ns3World::Impl {
+ public:
+  Impl(const PhysicalTopology& topology, Ns3Options options);
+  ~Impl();
+
+  // One ordered worker pair: bytes written at src, counted at dst, messages handed over in order.
+  struct Connection {
+    int src = 0;
+    int dst = 0;
+    ns3::Ptr<ns3::Socket> tx;  // at src
+    ns3::Ptr<ns3::Socket> rx;  // at dst (accepted)
+    bool connected = false;
+    std::deque<std::uint64_t> unwritten;  // bytes left to write, per queued message
+    std::deque<std::pair<Message, std::uint64_t>> in_flight;  // what dst will read, in order
+    std::uint64_t received = 0;  // bytes read at dst toward the front message
+  };
+
+  class Link final : public Transport {
+   public:
+    Link(Impl& world, int rank) : world_(world), rank_(rank) {}
+    void set_handlers(Handlers handlers) override { handlers_ = std::move(handlers); }
+    void send(int destination, Message message) override {
+      world_.send(rank_, destination, std::move(message));
+    }
+    Handlers handlers_;
+
+   private:
+    Impl& world_;
+    int rank_;
+  };
+
+  struct Background {
+    std::vector<ns3::Ptr<ns3::Socket>> senders;
+    std::optional<double> rate_bps;
+    ns3::EventId pacer;
+    bool active = true;
+  };
+
+  void send(int src, int dst, Message message);
+  Connection& connection(int src, int dst);
+  void open(Connection& c);
+  void pump(Connection& c);
+  void on_readable(Connection& c);
+  void lost(int observer, int peer, const std::string& why);
+  void pace(int id);
+
+  SimExecutor executor;
+  std::vector<std::unique_ptr<Link>> links;
+  std::vector<std::unique_ptr<SimCompute>> computes;
+  Ns3Options options;
+  PhysicalTopology topo;
+  ns3::NodeContainer nodes;
+  std::vector<ns3::NetDeviceContainer> link_devices;
+  std::vector<ns3::Ipv4Address> node_address;  // first interface of each node
+  std::map<std::uint32_t, int> rank_of_address;
+  std::map<std::pair<int, int>, std::unique_ptr<Connection>> connections;
+  std::vector<ns3::Ptr<ns3::Socket>> listeners;
+  std::vector<bool> failed;
+  std::vector<std::set<int>> reported_lost;
+  std::map<int, Background> backgrounds;
+  std::vector<ns3::Ptr<ns3::Socket>> sinks;
+  int next_background = 0;
+  Ns3Stats stats;
+};
+
+Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
+    : options(opts), topo(topology) {
+  using namespace ns3;
+  RngSeedManager::SetSeed(static_cast<std::uint32_t>(options.seed % 0xFFFFFFFFu) + 1);
+  RngSeedManager::SetRun(1);
+
+  std::uint32_t min_mtu = 65535;
+  for (const auto& l : topo.links)
+    min_mtu = std::min(min_mtu, l.spec.mtu);
+  // IPv4 (20) + TCP (20) + timestamp option (12): a full segment fills the smallest MTU.
+  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(min_mtu - 52));
+  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(options.socket_buffer_bytes));
+  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(options.socket_buffer_bytes));
+  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(to_ns3(options.min_rto)));
+  // ns-3 delays ACKs up to 200 ms, as long as the 200 ms minimum RTO: a lone segment's ACK then
+  // loses the race to the retransmission timer every time and the window collapses to one
+  // segment per RTO. Linux acknowledges within 40 ms at most; so do we.
+  Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(to_ns3(options.delayed_ack)));
+
+  nodes.Create(static_cast<std::uint32_t>(topo.nodes.size()));
+  InternetStackHelper internet;
+  internet.Install(nodes);
+  Ipv4AddressHelper addresses;
+  addresses.SetBase("10.0.0.0", "255.255.255.252");
+  node_address.assign(topo.nodes.size(), Ipv4Address());
+  std::vector<bool> has_address(topo.nodes.size(), false);
+  for (const auto& l : topo.links) {
+    PointToPointHelper p2p;
+    p2p.SetDeviceAttribute(
+        "DataRate", DataRateValue(DataRate(static_cast<std::uint64_t>(l.spec.bandwidth_bps))));
+    p2p.SetDeviceAttribute("Mtu", UintegerValue(l.spec.mtu));
+    p2p.SetChannelAttribute("Delay", TimeValue(to_ns3(l.spec.latency)));
+    p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
+                 QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, l.spec.queue_packets)));
+    NetDeviceContainer devices = p2p.Install(nodes.Get(static_cast<std::uint32_t>(l.a)),
+                                             nodes.Get(static_cast<std::uint32_t>(l.b)));
+    Ipv4InterfaceContainer ifs = addresses.Assign(devices);
+    addresses.NewNetwork();
+    // Assign() adds a default FqCoDel queue disc; a link's queue is the drop-tail queue the
+    // scenario sizes, as on a switch port, so take the queue disc away.
+    TrafficControlHelper().Uninstall(devices);
+    for (int end = 0; end < 2; ++end) {
+      const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
+      if (!has_address[node]) {
+        node_address[node] = ifs.GetAddress(static_cast<std::uint32_t>(end));
+        has_address[node] = true;
+      }
+    }
+    link_devices.push_back(devices);
+  }
+  Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+
+  const int n = static_cast<int>(topo.worker_node.size());
+  failed.assign(static_cast<std::size_t>(n), false);
+  reported_lost.resize(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    links.push_back(std::make_unique<Link>(*this, r));
+    computes.push_back(std::make_unique<SimCompute>());
+    const auto node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(r)]);
+    rank_of_address[node_address[node].Get()] = r;
+
+    Ptr<Socket> listener = Socket::CreateSocket(nodes.Get(static_cast<std::uint32_t>(node)),
+                                                TcpSocketFactory::GetTypeId());
+    listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), options.port));
+    listener->Listen();
+    listener->SetAcceptCallback(
+        MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+        Callback<void, Ptr<Socket>, const Address&>(
+            [this, r](Ptr<Socket> socket, const Address& from) {
+              const auto it =
+                  rank_of_address.find(InetSocketAddress::ConvertFrom(from).GetIpv4().Get());
+              if (it == rank_of_address.end() || failed[static_cast<std::size_t>(r)]) {
+                socket->Close();
+                return;
+              }
+              Connection& c = connection(it->second, r);
+              c.rx = socket;
+              socket->SetRecvCallback(
+                  Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) { on_readable(c); }));
+              socket->SetCloseCallbacks(Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) {
+                                          lost(c.dst, c.src, "connection closed by the peer");
+                                        }),
+                                        Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) {
+                                          lost(c.dst, c.src, "connection reset");
+                                        }));
+            }));
+    listeners.push_back(listener);
+  }
+}
+
+Ns3World::Impl::~Impl() {
+  connections.clear();
+  ns3::Simulator::Destroy();
+}
+
+Ns3World::Impl::Connection& Ns3World::Impl::connection(int src, int dst) {
+  auto& slot = connections[{src, dst}];
+  if (!slot) {
+    slot = std::make_unique<Connection>();
+    slot->src = src;
+    slot->dst = dst;
+  }
+  return *slot;
+}
+
+void Ns3World::Impl::send(int src, int dst, Message message) {
+  if (failed[static_cast<std::size_t>(src)]) return;
+  if (dst < 0 || dst >= static_cast<int>(links.size()) || dst == src) return;
+  Connection& c = connection(src, dst);
+  const std::uint64_t bytes = wire_bytes(message);
+  c.unwritten.push_back(bytes);
+  c.in_flight.emplace_back(std::move(message), bytes);
+  if (!c.tx) {
+    open(c);
+  } else {
+    pump(c);
+  }
+}
+
+void Ns3World::Impl::open(Connection& c) {
+  using namespace ns3;
+  const auto src_node =
+      static_cast<std::uint32_t>(topo.worker_node[static_cast<std::size_t>(c.src)]);
+  const auto dst_node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(c.dst)]);
+  c.tx = Socket::CreateSocket(nodes.Get(src_node), TcpSocketFactory::GetTypeId());
+  c.tx->Bind();
+  c.tx->SetConnectCallback(Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) {
+                             c.connected = true;
+                             pump(c);
+                           }),
+                           Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) {
+                             lost(c.src, c.dst, "connection refused");
+                           }));
+  c.tx->SetSendCallback(
+      Callback<void, Ptr<Socket>, uint32_t>([this, &c](Ptr<Socket>, uint32_t) { pump(c); }));
+  c.tx->SetCloseCallbacks(Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) {
+                            lost(c.src, c.dst, "connection closed by the peer");
+                          }),
+                          Callback<void, Ptr<Socket>>(
+                              [this, &c](Ptr<Socket>) { lost(c.src, c.dst, "connection reset"); }));
+  c.tx->Connect(InetSocketAddress(node_address[dst_node], options.port));
+}
+
+void Ns3World::Impl::pump(Connection& c) {
+  if (!c.connected || failed[static_cast<std::size_t>(c.src)]) return;
+  while (!c.unwritten.empty()) {
+    const std::uint32_t space = c.tx->GetTxAvailable();
+    if (space == 0) return;  // the send callback resumes us
+    const auto piece = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>({c.unwritten.front(), space, std::uint64_t{64} << 10}));
+    const int sent = c.tx->Send(ns3::Create<ns3::Packet>(piece));
+    if (sent <= 0) return;
+    c.unwritten.front() -= static_cast<std::uint64_t>(sent);
+    if (c.unwritten.front() == 0) c.unwritten.pop_front();
+  }
+}
+
+void Ns3World::Impl::on_readable(Connection& c) {
+  while (ns3::Ptr<ns3::Packet> p = c.rx->Recv()) {
+    if (p->GetSize() == 0) break;
+    c.received += p->GetSize();
+  }
+  // TCP keeps bytes in order, so the front message is complete once its byte count has arrived.
+  while (!c.in_flight.empty() && c.received >= c.in_flight.front().second) {
+    auto [message, bytes] = std::move(c.in_flight.front());
+    c.in_flight.pop_front();
+    c.received -= bytes;
+    ++stats.messages;
+    stats.message_bytes += bytes;
+    if (failed[static_cast<std::size_t>(c.dst)]) continue;
+    const auto& on_message = links[static_cast<std::size_t>(c.dst)]->handlers_.on_message;
+    if (on_message) on_message(c.src, std::move(message));
+  }
+}
+
+void Ns3World::Impl::lost(int observer, int peer, const std::string& why) {
+  if (failed[static_cast<std::size_t>(observer)]) return;
+  if (!reported_lost[static_cast<std::size_t>(observer)].insert(peer).second) return;
+  const auto& on_lost = links[static_cast<std::size_t>(observer)]->handlers_.on_peer_lost;
+  if (on_lost) on_lost(peer, Status(ErrorCode::peer_lost, why));
+}
+
+void Ns3World::Impl::pace(int id) {
+  auto it = backgrounds.find(id);
+  if (it == backgrounds.end() || !it->second.active) return;
+  Background& b = it->second;
+  // Every millisecond each flow may add rate x 1 ms to its send buffer.
+  constexpr double kTick = 1e-3;
+  const auto quantum = static_cast<std::uint32_t>(*b.rate_bps * kTick / 8);
+  for (auto& s : b.senders) {
+    const std::uint32_t bytes = std::min(quantum, s->GetTxAvailable());
+    if (bytes > 0) s->Send(ns3::Create<ns3::Packet>(bytes));
+  }
+  b.pacer = ns3::Simulator::Schedule(ns3::Seconds(kTick), [this, id] { pace(id); });
+}
+
+// ---- public surface ----
+
+Ns3World::Ns3World(const PhysicalTopology& topology, Ns3Options options)
+    : impl_(std::make_unique<Impl>(topology, options)) {}
+
+Ns3World::~Ns3World() = default;
+
+int Ns3World::workers() const {
+  return static_cast<int>(impl_->links.size());
+}
+Executor& Ns3World::executor() {
+  return impl_->executor;
+}
+Transport& Ns3World::transport(int rank) {
+  return *impl_->links.at(static_cast<std::size_t>(rank));
+}
+Compute& Ns3World::compute(int rank) {
+  return *impl_->computes.at(static_cast<std::size_t>(rank));
+}
+
+void Ns3World::run() {
+  ns3::Simulator::Run();
+}
+void Ns3World::stop() {
+  ns3::Simulator::Stop();
+}
+TimePoint Ns3World::now() const {
+  return impl_->executor.now();
+}
+
+Ns3Stats Ns3World::stats() const {
+  Ns3Stats s = impl_->stats;
+  s.simulator_events = ns3::Simulator::GetEventCount();
+  return s;
+}
+
+void Ns3World::set_straggler(int rank, double factor) {
+  impl_->computes.at(static_cast<std::size_t>(rank))->factor = factor;
+}
+
+int Ns3World::start_background(const std::string& from, const std::string& to,
+                               std::optional<double> rate_bps, int flows) {
+  using namespace ns3;
+  Impl& w = *impl_;
+  const int a = w.topo.find_node(from);
+  const int b = w.topo.find_node(to);
+  if (a < 0 || b < 0) {
+    throw std::invalid_argument("background traffic: no node '" + (a < 0 ? from : to) + "'");
+  }
+  const int id = w.next_background++;
+  const std::uint16_t port = static_cast<std::uint16_t>(20000 + id);
+  Ptr<Socket> sink = Socket::CreateSocket(w.nodes.Get(static_cast<std::uint32_t>(b)),
+                                          TcpSocketFactory::GetTypeId());
+  sink->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
+  sink->Listen();
+  sink->SetAcceptCallback(
+      MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+      Callback<void, Ptr<Socket>, const Address&>([&w](Ptr<Socket> s, const Address&) {
+        s->SetRecvCallback(Callback<void, Ptr<Socket>>([&w](Ptr<Socket> r) {
+          while (Ptr<Packet> p = r->Recv()) {
+            if (p->GetSize() == 0) break;
+            w.stats.background_bytes += p->GetSize();
+          }
+        }));
+      }));
+  w.sinks.push_back(sink);
+  Impl::Background& bg = w.backgrounds[id];
+  bg.rate_bps = rate_bps;
+  for (int f = 0; f < flows; ++f) {
+    Ptr<Socket> s = Socket::CreateSocket(w.nodes.Get(static_cast<std::uint32_t>(a)),
+                                         TcpSocketFactory::GetTypeId());
+    s->Bind();
+    if (!rate_bps) {
+      // Unpaced: keep the send buffer full.
+      const auto fill = [](Ptr<Socket> sock, uint32_t) {
+        const std::uint32_t space = sock->GetTxAvailable();
+        if (space > 0) sock->Send(Create<Packet>(space));
+      };
+      s->SetSendCallback(Callback<void, Ptr<Socket>, uint32_t>(fill));
+      s->SetConnectCallback(
+          Callback<void, Ptr<Socket>>([fill](Ptr<Socket> sock) { fill(sock, 0); }),
+          MakeNullCallback<void, Ptr<Socket>>());
+    }
+    s->Connect(InetSocketAddress(w.node_address[static_cast<std::size_t>(b)], port));
+    bg.senders.push_back(s);
+  }
+  if (rate_bps) bg.pacer = Simulator::Schedule(Seconds(1e-3), [&w, id] { w.pace(id); });
+  return id;
+}
+
+void Ns3World::stop_background(int id) {
+  auto it = impl_->backgrounds.find(id);
+  if (it == impl_->backgrounds.end() || !it->second.active) return;
+  Impl::Background& b = it->second;
+  b.active = false;
+  ns3::Simulator::Cancel(b.pacer);
+  for (auto& s : b.senders) {
+    s->SetSendCallback(ns3::MakeNullCallback<void, ns3::Ptr<ns3::Socket>, uint32_t>());
+    s->Close();
+  }
+}
+
+void Ns3World::set_link(const std::string& link, std::optional<double> bandwidth_bps,
+                        std::optional<std::chrono::nanoseconds> latency) {
+  using namespace ns3;
+  const int index = impl_->topo.find_link(link);
+  if (index < 0) throw std::invalid_argument("link change: no link '" + link + "'");
+  NetDeviceContainer& devices = impl_->link_devices[static_cast<std::size_t>(index)];
+  if (bandwidth_bps) {
+    for (std::uint32_t i = 0; i < devices.GetN(); ++i) {
+      DynamicCast<PointToPointNetDevice>(devices.Get(i))
+          ->SetDataRate(DataRate(static_cast<std::uint64_t>(*bandwidth_bps)));
+    }
+  }
+  if (latency) {
+    devices.Get(0)->GetChannel()->SetAttribute("Delay", TimeValue(to_ns3(*latency)));
+  }
+}
+
+void Ns3World::fail(int rank) {
+  Impl& w = *impl_;
+  if (w.failed.at(static_cast<std::size_t>(rank))) return;
+  w.failed[static_cast<std::size_t>(rank)] = true;
+  w.listeners[static_cast<std::size_t>(rank)]->Close();
+  // The kernel of a crashed process closes its sockets: peers see the connection end.
+  for (auto& [key, c] : w.connections) {
+    if (c->src == rank && c->tx) c->tx->Close();
+    if (c->dst == rank && c->rx) c->rx->Close();
+  }
+}
+
+}  // namespace kf

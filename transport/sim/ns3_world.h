@@ -1,0 +1,77 @@
+// Ns3World: every worker an ns-3 node, every runtime message carried over ns-3 TCP between them.
+//
+// The engine's messages become the right number of bytes on a real ns-3 TCP connection (one per
+// ordered worker pair, opened on first use); the Message itself travels out of band and is handed
+// to the receiving engine when its last byte arrives, so queueing, congestion control and
+// contention shape every collective. One simulated clock is every worker's Executor; Compute
+// advances it by the profiled duration times the worker's straggler factor.
+//
+// This header is ns-3 free and C++17, so C++20 code (kfsim, tests) can use it; only ns3_world.cc
+// sees ns-3. ns-3 is a process-wide singleton: one Ns3World at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/compute.h"
+#include "runtime/executor.h"
+#include "runtime/transport.h"
+#include "topology/physical.h"
+
+namespace kf {
+
+struct Ns3Options {
+  std::uint64_t seed = 1;
+  std::uint32_t socket_buffer_bytes = 8u << 20;  // TCP send and receive buffers
+  std::chrono::nanoseconds min_rto = std::chrono::milliseconds(200);     // Linux's floor
+  std::chrono::nanoseconds delayed_ack = std::chrono::milliseconds(40);  // Linux's ceiling
+  std::uint16_t port = 10000;                                            // workers listen here
+};
+
+struct Ns3Stats {
+  std::uint64_t simulator_events = 0;  // executed by ns-3 so far
+  std::uint64_t messages = 0;          // runtime messages delivered
+  std::uint64_t message_bytes = 0;     // their wire bytes
+  std::uint64_t background_bytes = 0;  // bytes received by background sinks
+};
+
+class Ns3World {
+ public:
+  Ns3World(const PhysicalTopology& topology, Ns3Options options = {});
+  ~Ns3World();
+  Ns3World(const Ns3World&) = delete;
+  Ns3World& operator=(const Ns3World&) = delete;
+
+  int workers() const;
+  Executor& executor();
+  Transport& transport(int rank);
+  Compute& compute(int rank);
+
+  // Runs the simulation until stop() or until nothing is left to do.
+  void run();
+  void stop();
+  TimePoint now() const;
+  Ns3Stats stats() const;
+
+  // ---- event injection ----
+  void set_straggler(int rank, double factor);
+  // Background TCP traffic between two nodes (by PhysicalTopology node name). `rate_bps` paces
+  // each flow; without it each flow sends as fast as TCP lets it. Returns an id for stop.
+  int start_background(const std::string& from, const std::string& to,
+                       std::optional<double> rate_bps, int flows);
+  void stop_background(int id);
+  // Changes a link's bandwidth and/or latency from now on (link named as in PhysicalTopology).
+  void set_link(const std::string& link, std::optional<double> bandwidth_bps,
+                std::optional<std::chrono::nanoseconds> latency);
+  // The worker's process dies: its connections close, its peers are told as TCP would tell them.
+  void fail(int rank);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kf

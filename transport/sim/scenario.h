@@ -1,0 +1,135 @@
+// Scenario: everything one kfsim run needs, read from a YAML file: the network, the workers, the
+// workload, the strategy, and the timed events to inject. Parsing is strict: an unknown key, a
+// wrong type, a value without its unit or an impossible value stops with "file:line:col: message"
+// (ScenarioError), which kfsim turns into exit code 2.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "topology/physical.h"
+#include "topology/strategy.h"
+
+namespace kf {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  ScenarioError(std::string file, int line, int column, const std::string& message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }      // 1-based; 0 when unknown
+  int column() const { return column_; }  // 1-based; 0 when unknown
+
+ private:
+  std::string file_;
+  int line_;
+  int column_;
+};
+
+// When an event starts or stops: at a training step (when the first worker begins it) or at a
+// simulated time.
+struct Trigger {
+  std::optional<std::int64_t> step;
+  std::optional<std::chrono::nanoseconds> time;
+};
+
+// Background traffic between two nodes (by node name: "w0", "host1", "switch", "leaf0", or the
+// extra node "outside", a host on the switch that runs no worker). `rate_bps` paces each flow;
+// without it each of the `flows` parallel TCP flows sends as fast as TCP allows.
+struct ContentionEvent {
+  std::string from;
+  std::string to;
+  std::optional<double> rate_bps;
+  int flows = 1;
+  Trigger start;
+  std::optional<Trigger> stop;  // none: until the end of the run
+};
+
+// Worker `worker` computes `factor` times slower from `start` until `stop`.
+struct StragglerEvent {
+  int worker = 0;
+  double factor = 1;
+  Trigger start;
+  std::optional<Trigger> stop;
+};
+
+// Link `link` (named "a-b" by its end nodes, either order) changes bandwidth and/or latency.
+struct LinkEvent {
+  std::string link;
+  std::optional<double> bandwidth_bps;
+  std::optional<std::chrono::nanoseconds> latency;
+  Trigger at;
+};
+
+// Worker `worker` dies (its process is gone; its connections close).
+struct FailEvent {
+  int worker = 0;
+  Trigger at;
+};
+
+struct ScenarioEvent {
+  std::variant<ContentionEvent, StragglerEvent, LinkEvent, FailEvent> what;
+  std::string label;  // "contention#1 (line 42)"
+};
+
+struct TopologyConfig {
+  enum class Kind { star, leaf_spine } kind = Kind::star;
+  int hosts = 1;  // star
+  int workers_per_host = 1;
+  LinkSpec link;  // host <-> switch (star) or host <-> leaf (leaf-spine)
+  LinkSpec intra_host{.bandwidth_bps = 100e9,
+                      .latency = std::chrono::microseconds(1),
+                      .mtu = 65000,
+                      .queue_packets = 1000};
+  int leaves = 1;  // leaf-spine
+  int spines = 1;
+  int hosts_per_leaf = 1;
+  LinkSpec uplink;            // leaf <-> spine
+  bool outside_host = false;  // add node "outside" on the switch (set when an event names it)
+};
+
+struct WorkloadConfig {
+  std::string model = "resnet50";  // see workloads/model.h
+  std::string device = "k80";
+  int batch_per_worker = 32;
+  std::size_t fusion_bytes = 0;  // 0: one allreduce per gradient tensor
+  bool phantom = true;           // gradients as phantoms (sizes only)
+};
+
+struct Scenario {
+  std::string file;  // where it came from
+  std::string name;
+  std::string description;
+  std::uint64_t seed = 1;
+  int steps = 10;
+  std::string world = "ns3";  // ns3 (flow arrives with issue 9)
+  TopologyConfig topology;
+  WorkloadConfig workload;
+  StrategyName strategy = StrategyName::binary_tree_star;
+  std::string optimizer = "ssgd";  // ssgd | sma | pair_avg (byte-level until issue 6)
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
+  std::vector<ScenarioEvent> events;
+  std::string policy = "none";  // the adaptation issue adds policies
+};
+
+// Reads and validates `path`, then applies each "key.path=value" override (as if written in the
+// file) before validation. Throws ScenarioError.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `file` is used in error messages.
+Scenario parse_scenario(const std::string& yaml_text, const std::string& file,
+                        const std::vector<std::string>& overrides = {});
+
+// Units, written out: "1Gbps", "100Mbps", "10Gbit/s", "1.25GB/s" -> bits per second;
+// "5us", "1.5ms", "2s", "100ns", "1min" -> nanoseconds; "64KiB", "1MiB", "100MB" -> bytes.
+// Throw std::invalid_argument with a message naming the accepted units.
+double parse_bandwidth(const std::string& text);
+std::chrono::nanoseconds parse_duration(const std::string& text);
+std::size_t parse_size(const std::string& text);
+
+}  // namespace kf

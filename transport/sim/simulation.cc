@@ -1,0 +1,249 @@
+#include "transport/sim/simulation.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+
+#include "runtime/engine.h"
+#include "transport/sim/ns3_world.h"
+#include "workloads/model.h"
+#include "workloads/trainer.h"
+
+namespace kf {
+
+namespace {
+
+ClusterSpec cluster_of(const PhysicalTopology& topo) {
+  std::vector<PeerID> workers, runners;
+  std::map<int, int> next_port;
+  for (std::size_t r = 0; r < topo.worker_host.size(); ++r) {
+    const int host = topo.worker_host[r];
+    const std::string name = fmt::format("host{}", host);
+    auto [it, fresh] = next_port.try_emplace(host, 10000);
+    if (fresh) runners.push_back({name, 9999});
+    workers.push_back({name, static_cast<std::uint16_t>(it->second++)});
+  }
+  return ClusterSpec(1, runners, workers);
+}
+
+std::string describe(const Trigger& t) {
+  if (t.step) return fmt::format("step {}", *t.step);
+  return fmt::format("{:.6f}s", to_seconds(*t.time));
+}
+
+}  // namespace
+
+PhysicalTopology build_topology(const TopologyConfig& c) {
+  PhysicalTopology topo =
+      c.kind == TopologyConfig::Kind::star
+          ? star_topology(c.hosts, c.workers_per_host, c.link, c.intra_host)
+          : leaf_spine_topology(c.leaves, c.spines, c.hosts_per_leaf, c.workers_per_host, c.link,
+                                c.uplink, c.intra_host);
+  if (c.outside_host) {
+    const int outside = topo.add_node(NodeKind::host, "outside");
+    const int attach = topo.find_node(c.kind == TopologyConfig::Kind::star ? "switch" : "leaf0");
+    topo.add_link(outside, attach, c.link);
+  }
+  return topo;
+}
+
+Simulation::Simulation(Scenario scenario) : scenario_(std::move(scenario)) {}
+Simulation::~Simulation() = default;
+
+void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const PhysicalTopology topo = build_topology(scenario_.topology);
+  Ns3World world(topo, {.seed = scenario_.seed});
+  const int n = world.workers();
+  const ClusterSpec cluster = cluster_of(topo);
+  const ModelProfile& model = model_profile(scenario_.workload.model);
+  const auto per_sample = compute_time_per_sample(model, scenario_.workload.device);
+
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (int r = 0; r < n; ++r) {
+    engines.push_back(std::make_unique<Engine>(cluster, r, world.executor(), world.transport(r),
+                                               EngineOptions{.chunk_bytes = scenario_.chunk_bytes,
+                                                             .timeout = scenario_.timeout,
+                                                             .strategy = scenario_.strategy}));
+    trainers.push_back(std::make_unique<Trainer>(
+        *engines.back(), world.compute(r),
+        TrainerOptions{.model = &model,
+                       .batch_per_worker = scenario_.workload.batch_per_worker,
+                       .fusion_bytes = scenario_.workload.fusion_bytes,
+                       .phantom = scenario_.workload.phantom,
+                       .steps = scenario_.steps,
+                       .compute_per_sample = per_sample},
+        recorder_));
+  }
+
+  // ---- events: each start / stop is an action fired at its step or time ----
+  struct Action {
+    std::function<void()> fire;
+  };
+  std::multimap<std::int64_t, Action> at_step;
+  std::map<std::string, std::size_t> window_of;
+  const auto now = [&world] { return world.now(); };
+  const auto record = [&](const ScenarioEvent& e, const std::string& kind, const std::string& phase,
+                          const std::string& detail) {
+    recorder_.add_event(
+        {.time = now(), .kind = kind, .phase = phase, .label = e.label, .detail = detail});
+    if (phase == "start" || phase == "at") {
+      window_of[e.label] = windows_.size();
+      windows_.push_back({.label = e.label, .kind = kind, .start = now()});
+    } else if (phase == "stop") {
+      windows_[window_of.at(e.label)].stop = now();
+    }
+  };
+  const auto schedule = [&](const Trigger& t, std::function<void()> fire) {
+    if (t.step) {
+      at_step.emplace(*t.step, Action{std::move(fire)});
+    } else {
+      world.executor().post_after(*t.time, std::move(fire));
+    }
+  };
+  auto backgrounds = std::make_shared<std::map<std::string, int>>();
+  int alive = n;
+  for (const ScenarioEvent& e : scenario_.events) {
+    std::visit(
+        [&](const auto& ev) {
+          using T = std::decay_t<decltype(ev)>;
+          if constexpr (std::is_same_v<T, ContentionEvent>) {
+            const std::string detail =
+                fmt::format("{} -> {}, {} flow(s){}", ev.from, ev.to, ev.flows,
+                            ev.rate_bps ? fmt::format(" at {:.0f} bps each", *ev.rate_bps) : "");
+            schedule(ev.start, [&, e, ev, detail, backgrounds] {
+              (*backgrounds)[e.label] =
+                  world.start_background(ev.from, ev.to, ev.rate_bps, ev.flows);
+              record(e, "contention", "start", detail);
+            });
+            if (ev.stop) {
+              schedule(*ev.stop, [&, e, backgrounds] {
+                world.stop_background(backgrounds->at(e.label));
+                record(e, "contention", "stop", "");
+              });
+            }
+          } else if constexpr (std::is_same_v<T, StragglerEvent>) {
+            schedule(ev.start, [&, e, ev] {
+              world.set_straggler(ev.worker, ev.factor);
+              record(e, "straggler", "start",
+                     fmt::format("worker {} computes {}x slower", ev.worker, ev.factor));
+            });
+            if (ev.stop) {
+              schedule(*ev.stop, [&, e, ev] {
+                world.set_straggler(ev.worker, 1.0);
+                record(e, "straggler", "stop", fmt::format("worker {}", ev.worker));
+              });
+            }
+          } else if constexpr (std::is_same_v<T, LinkEvent>) {
+            schedule(ev.at, [&, e, ev] {
+              world.set_link(ev.link, ev.bandwidth_bps, ev.latency);
+              std::string detail = ev.link;
+              if (ev.bandwidth_bps)
+                detail += fmt::format(" bandwidth {:.0f} bps", *ev.bandwidth_bps);
+              if (ev.latency) detail += fmt::format(" latency {:.9f} s", to_seconds(*ev.latency));
+              record(e, "link", "at", detail);
+            });
+          } else if constexpr (std::is_same_v<T, FailEvent>) {
+            schedule(ev.at, [&, e, ev] {
+              auto& trainer = *trainers[static_cast<std::size_t>(ev.worker)];
+              if (trainer.finished() || !engines[static_cast<std::size_t>(ev.worker)]) return;
+              trainer.abandon();
+              world.fail(ev.worker);
+              engines[static_cast<std::size_t>(ev.worker)].reset();
+              record(e, "fail", "at",
+                     fmt::format("worker {} died at {}", ev.worker, describe(ev.at)));
+              if (--alive == 0) world.stop();
+            });
+          }
+        },
+        e.what);
+  }
+
+  std::int64_t started_step = -1;
+  recorder_.on_step_started = [&](int, std::int64_t step, TimePoint) {
+    // Step-triggered events fire when the first worker begins that step.
+    while (started_step < step) {
+      ++started_step;
+      const auto [first, last] = at_step.equal_range(started_step);
+      for (auto it = first; it != last; ++it)
+        it->second.fire();
+    }
+  };
+  std::map<std::int64_t, int> finished_per_step;
+  std::int64_t steps_done = 0;
+  recorder_.on_step_finished = [&](const StepRecord& s) {
+    if (++finished_per_step[s.step] < alive) return;
+    steps_done = s.step + 1;
+    if (progress) {
+      progress({.steps_done = steps_done,
+                .steps_total = scenario_.steps,
+                .simulated_seconds = to_seconds(now().time_since_epoch())});
+    }
+  };
+  int done = 0;
+  recorder_.on_worker_finished = [&](int, const Status&, TimePoint) {
+    if (++done >= alive) world.stop();  // background traffic would otherwise run forever
+  };
+
+  for (auto& t : trainers) {
+    Trainer* trainer = t.get();
+    world.executor().post([trainer] { trainer->start(); });
+  }
+  world.run();
+
+  const Ns3Stats stats = world.stats();
+  simulator_events_ = stats.simulator_events;
+  simulated_seconds_ = to_seconds(world.now().time_since_epoch());
+  world_stats_ = {{"simulator_events", stats.simulator_events},
+                  {"messages", stats.messages},
+                  {"message_bytes", stats.message_bytes},
+                  {"background_bytes", stats.background_bytes}};
+  // Engines before the world: their destructors complete what is still pending.
+  trainers.clear();
+  engines.clear();
+  wall_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+}
+
+nlohmann::json Simulation::summary() const {
+  const auto& w = scenario_.workload;
+  nlohmann::json run = {
+      {"scenario", scenario_.name},
+      {"seed", scenario_.seed},
+      {"world", scenario_.world},
+      {"workers",
+       recorder_.cluster_steps().empty() ? 0 : recorder_.cluster_steps().front().workers},
+      {"model", w.model},
+      {"device", w.device},
+      {"batch_per_worker", w.batch_per_worker},
+      {"strategy", std::string(strategy_name(scenario_.strategy))},
+      {"steps", scenario_.steps},
+      {"simulation_end_s", simulated_seconds_},
+      {"world_stats", world_stats_},
+  };
+  return recorder_.summary(std::move(run), windows_);
+}
+
+nlohmann::json Simulation::perf() const {
+  return {{"wall_seconds", wall_seconds_},
+          {"simulated_seconds", simulated_seconds_},
+          {"simulator_events", simulator_events_},
+          {"events_per_wall_second", wall_seconds_ > 0 ? simulator_events_ / wall_seconds_ : 0.0},
+          {"simulated_seconds_per_wall_second",
+           wall_seconds_ > 0 ? simulated_seconds_ / wall_seconds_ : 0.0}};
+}
+
+void Simulation::write(const std::string& dir) const {
+  recorder_.write(dir, summary());
+  const std::string path = dir + "/perf.json";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) throw std::runtime_error("cannot write " + path);
+  const std::string text = perf().dump(2) + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) throw std::runtime_error("error writing " + path);
+}
+
+}  // namespace kf

@@ -1,0 +1,248 @@
+#include "workloads/records.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+namespace kf {
+
+namespace {
+
+double seconds(TimePoint t) {
+  return to_seconds(t.time_since_epoch());
+}
+double micros(TimePoint t) {
+  return static_cast<double>(t.time_since_epoch().count()) / 1e3;
+}
+
+std::ofstream open_for_write(const std::filesystem::path& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+  return out;
+}
+
+void close_checked(std::ofstream& out, const std::filesystem::path& path) {
+  out.close();
+  if (!out) throw std::runtime_error("error writing " + path.string());
+}
+
+// CSV fields here never hold commas or quotes except free text; quote those.
+std::string csv_text(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s)
+    out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+void RunRecorder::step_started(int rank, std::int64_t step, TimePoint at) {
+  if (on_step_started) on_step_started(rank, step, at);
+}
+
+void RunRecorder::step_finished(const StepRecord& record) {
+  steps_.push_back(record);
+  if (on_step_finished) on_step_finished(record);
+}
+
+void RunRecorder::collective_finished(const CollectiveRecord& record) {
+  collectives_.push_back(record);
+}
+
+void RunRecorder::worker_finished(int rank, const Status& status, TimePoint at) {
+  finished_.emplace_back(rank, at);
+  if (!status.ok()) errors_.push_back(fmt::format("worker {}: {}", rank, status.to_string()));
+  if (on_worker_finished) on_worker_finished(rank, status, at);
+}
+
+void RunRecorder::add_event(EventRecord event) {
+  events_.push_back(std::move(event));
+}
+
+std::vector<ClusterStep> RunRecorder::cluster_steps() const {
+  std::map<std::int64_t, ClusterStep> by_step;
+  for (const auto& s : steps_) {
+    auto [it, fresh] = by_step.try_emplace(s.step);
+    ClusterStep& c = it->second;
+    if (fresh) {
+      c = {.step = s.step, .begin = s.begin, .end = s.end, .strategy = s.strategy};
+    }
+    c.begin = std::min(c.begin, s.begin);
+    c.end = std::max(c.end, s.end);
+    c.samples += s.samples;
+    ++c.workers;
+  }
+  std::vector<ClusterStep> out;
+  for (auto& [step, c] : by_step)
+    out.push_back(c);
+  return out;
+}
+
+double throughput(const std::vector<ClusterStep>& steps) {
+  double samples = 0;
+  double time = 0;
+  for (const auto& s : steps) {
+    samples += static_cast<double>(s.samples);
+    time += to_seconds(s.end - s.begin);
+  }
+  return time > 0 ? samples / time : 0.0;
+}
+
+nlohmann::json RunRecorder::summary(nlohmann::json run,
+                                    const std::vector<EventWindow>& windows) const {
+  const auto steps = cluster_steps();
+  nlohmann::json j = std::move(run);
+  j["completed_steps"] = steps.size();
+  j["simulated_seconds"] = steps.empty() ? 0.0 : seconds(steps.back().end);
+  j["throughput_samples_per_s"] = throughput(steps);
+  std::vector<double> times;
+  for (const auto& s : steps)
+    times.push_back(to_seconds(s.end - s.begin));
+  std::sort(times.begin(), times.end());
+  j["step_time_s"] = {
+      {"min", times.empty() ? 0.0 : times.front()},
+      {"median", times.empty() ? 0.0 : times[times.size() / 2]},
+      {"max", times.empty() ? 0.0 : times.back()},
+  };
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& w : windows) {
+    std::vector<ClusterStep> before, during, after;
+    for (const auto& s : steps) {
+      if (s.end <= w.start) {
+        before.push_back(s);
+      } else if (!w.stop || s.begin < *w.stop) {
+        during.push_back(s);
+      } else {
+        after.push_back(s);
+      }
+    }
+    const auto part = [](const std::vector<ClusterStep>& v) {
+      return nlohmann::json{{"steps", v.size()}, {"samples_per_s", throughput(v)}};
+    };
+    nlohmann::json e = {
+        {"label", w.label},       {"kind", w.kind},         {"start_s", seconds(w.start)},
+        {"before", part(before)}, {"during", part(during)}, {"after", part(after)}};
+    e["stop_s"] = w.stop ? nlohmann::json(seconds(*w.stop)) : nlohmann::json(nullptr);
+    const double b = throughput(before);
+    e["during_over_before"] =
+        b > 0 ? nlohmann::json(throughput(during) / b) : nlohmann::json(nullptr);
+    e["after_over_before"] =
+        b > 0 && !after.empty() ? nlohmann::json(throughput(after) / b) : nlohmann::json(nullptr);
+    events.push_back(std::move(e));
+  }
+  j["events"] = std::move(events);
+  j["errors"] = errors_;
+  return j;
+}
+
+void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) const {
+  namespace fs = std::filesystem;
+  const fs::path root(dir);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) throw std::runtime_error("cannot create " + root.string() + ": " + ec.message());
+
+  {
+    const auto path = root / "steps.csv";
+    auto out = open_for_write(path);
+    out << "rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size\n";
+    for (const auto& s : steps_) {
+      const double total = to_seconds(s.end - s.begin);
+      out << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{}\n", s.rank, s.step,
+                         seconds(s.begin), seconds(s.end), to_seconds(s.compute_end - s.begin),
+                         to_seconds(s.end - s.compute_end), s.samples,
+                         total > 0 ? static_cast<double>(s.samples) / total : 0.0,
+                         csv_text(s.strategy), s.cluster_size);
+    }
+    close_checked(out, path);
+  }
+  {
+    const auto path = root / "collectives.csv";
+    auto out = open_for_write(path);
+    out << "rank,step,name,bytes,start_s,end_s,duration_s,strategy\n";
+    for (const auto& c : collectives_) {
+      out << fmt::format("{},{},{},{},{:.9f},{:.9f},{:.9f},{}\n", c.rank, c.step, csv_text(c.name),
+                         c.bytes, seconds(c.begin), seconds(c.end), to_seconds(c.end - c.begin),
+                         csv_text(c.strategy));
+    }
+    close_checked(out, path);
+  }
+  {
+    const auto path = root / "events.csv";
+    auto out = open_for_write(path);
+    out << "time_s,kind,phase,label,detail\n";
+    for (const auto& e : events_) {
+      out << fmt::format("{:.9f},{},{},{},{}\n", seconds(e.time), e.kind, e.phase,
+                         csv_text(e.label), csv_text(e.detail));
+    }
+    close_checked(out, path);
+  }
+  {
+    const auto path = root / "summary.json";
+    auto out = open_for_write(path);
+    out << summary.dump(2) << "\n";
+    close_checked(out, path);
+  }
+  {
+    // Chrome trace: one thread per worker; steps, compute and collectives as spans, injected
+    // events as global instants.
+    nlohmann::json trace = nlohmann::json::array();
+    std::map<int, bool> named;
+    for (const auto& s : steps_) {
+      if (!named[s.rank]) {
+        trace.push_back({{"name", "thread_name"},
+                         {"ph", "M"},
+                         {"pid", 0},
+                         {"tid", s.rank},
+                         {"args", {{"name", fmt::format("worker {}", s.rank)}}}});
+        named[s.rank] = true;
+      }
+      trace.push_back({{"name", fmt::format("step {}", s.step)},
+                       {"cat", "step"},
+                       {"ph", "X"},
+                       {"pid", 0},
+                       {"tid", s.rank},
+                       {"ts", micros(s.begin)},
+                       {"dur", micros(s.end) - micros(s.begin)},
+                       {"args", {{"strategy", s.strategy}, {"samples", s.samples}}}});
+      trace.push_back({{"name", "compute"},
+                       {"cat", "compute"},
+                       {"ph", "X"},
+                       {"pid", 0},
+                       {"tid", s.rank},
+                       {"ts", micros(s.begin)},
+                       {"dur", micros(s.compute_end) - micros(s.begin)}});
+    }
+    for (const auto& c : collectives_) {
+      trace.push_back({{"name", c.name},
+                       {"cat", "allreduce"},
+                       {"ph", "X"},
+                       {"pid", 1},
+                       {"tid", c.rank},
+                       {"ts", micros(c.begin)},
+                       {"dur", micros(c.end) - micros(c.begin)},
+                       {"args", {{"bytes", c.bytes}, {"step", c.step}}}});
+    }
+    for (const auto& e : events_) {
+      trace.push_back({{"name", fmt::format("{} {}", e.kind, e.phase)},
+                       {"cat", "event"},
+                       {"ph", "i"},
+                       {"s", "g"},
+                       {"pid", 0},
+                       {"tid", 0},
+                       {"ts", micros(e.time)},
+                       {"args", {{"label", e.label}, {"detail", e.detail}}}});
+    }
+    const auto path = root / "trace.json";
+    auto out = open_for_write(path);
+    out << nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    close_checked(out, path);
+  }
+}
+
+}  // namespace kf

@@ -1,0 +1,78 @@
+// RunRecorder: the output records every run writes, simulated or real, so analysis/ can plot
+// both side by side: steps.csv, collectives.csv, events.csv, summary.json and a Chrome trace
+// (trace.json, opens in Perfetto). Everything is in world time (simulated or steady clock), so a
+// simulated run's files are byte-identical for the same scenario and seed.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workloads/trainer.h"
+
+namespace kf {
+
+struct EventRecord {
+  TimePoint time;
+  std::string kind;   // contention, straggler, link, fail, ...
+  std::string phase;  // start, stop, at
+  std::string label;  // "contention#1 (line 42)"
+  std::string detail;
+};
+
+// An injected event's extent, for the before / during / after throughput in summary.json.
+struct EventWindow {
+  std::string label;
+  std::string kind;
+  TimePoint start;
+  std::optional<TimePoint> stop;  // none: until the end
+};
+
+// All workers' view of one step: from the first begin to the last end.
+struct ClusterStep {
+  std::int64_t step = 0;
+  TimePoint begin, end;
+  std::int64_t samples = 0;
+  int workers = 0;
+  std::string strategy;
+};
+
+class RunRecorder final : public TrainingObserver {
+ public:
+  void step_started(int rank, std::int64_t step, TimePoint at) override;
+  void step_finished(const StepRecord& record) override;
+  void collective_finished(const CollectiveRecord& record) override;
+  void worker_finished(int rank, const Status& status, TimePoint at) override;
+  void add_event(EventRecord event);
+
+  // Listeners for whoever drives the run (event triggers, progress, stopping the world).
+  std::function<void(int rank, std::int64_t step, TimePoint at)> on_step_started;
+  std::function<void(const StepRecord&)> on_step_finished;
+  std::function<void(int rank, const Status&, TimePoint at)> on_worker_finished;
+
+  const std::vector<StepRecord>& steps() const { return steps_; }
+  std::vector<ClusterStep> cluster_steps() const;
+  const std::vector<std::string>& errors() const { return errors_; }
+
+  // The summary: `run` (scenario, seed, world, ... given by the caller) plus throughput overall
+  // and before / during / after each window.
+  nlohmann::json summary(nlohmann::json run, const std::vector<EventWindow>& windows) const;
+  // Writes every record file into `dir` (created if needed). Throws std::runtime_error naming
+  // the file on an I/O failure.
+  void write(const std::string& dir, const nlohmann::json& summary) const;
+
+ private:
+  std::vector<StepRecord> steps_;
+  std::vector<CollectiveRecord> collectives_;
+  std::vector<EventRecord> events_;
+  std::vector<std::string> errors_;
+  std::vector<std::pair<int, TimePoint>> finished_;
+};
+
+// Samples per second over a set of cluster steps (total samples / total step time).
+double throughput(const std::vector<ClusterStep>& steps);
+
+}  // namespace kf
