@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <stdexcept>
 
 #include "transport/sim/scenario.h"
 #include "transport/sim/simulation.h"
@@ -79,6 +81,59 @@ void print_summary(const nlohmann::json& s, const nlohmann::json& perf, const st
       out);
 }
 
+// Runs one scenario into `out`; 0 when it ran as planned, 1 when it ended with errors that no
+// injected failure explains.
+int run_one(const kf::Scenario& scenario, const std::string& out, bool quiet,
+            nlohmann::json* summary_out = nullptr) {
+  kf::Simulation sim(scenario);
+  ProgressBar bar(!quiet && isatty(STDERR_FILENO));
+  sim.run([&bar](const kf::SimulationProgress& p) { bar.update(p); });
+  bar.done();
+  sim.write(out);
+  const auto summary = sim.summary();
+  if (summary_out != nullptr) *summary_out = summary;
+  if (!quiet) print_summary(summary, sim.perf(), out);
+  // Errors are the expected outcome of an injected failure; otherwise the run failed.
+  const bool failure_injected = std::any_of(
+      scenario.events.begin(), scenario.events.end(),
+      [](const kf::ScenarioEvent& e) { return std::holds_alternative<kf::FailEvent>(e.what); });
+  if (!summary["errors"].empty() && !failure_injected) {
+    fmt::print(stderr, "kfsim: the run ended with errors (see {}/summary.json)\n", out);
+    return 1;
+  }
+  return 0;
+}
+
+// sweep.csv beside the runs: one row per value, actual against ideal throughput.
+void write_sweep(const std::string& out, const kf::Sweep& sweep,
+                 const std::vector<std::pair<std::string, nlohmann::json>>& results, bool quiet) {
+  const std::string path = out + "/sweep.csv";
+  std::ofstream csv(path, std::ios::trunc);
+  if (!csv) throw std::runtime_error("cannot write " + path);
+  csv << "key,value,workers,strategy,throughput_samples_per_s,ideal_samples_per_s,efficiency,"
+         "median_step_s,errors\n";
+  if (!quiet) {
+    fmt::print("\n{:<24} {:>8} {:>22} {:>12} {:>12} {:>10}\n", sweep.key, "workers", "strategy",
+               "samples/s", "ideal", "efficiency");
+  }
+  for (const auto& [value, s] : results) {
+    const double actual = s["throughput_samples_per_s"].get<double>();
+    const double ideal = s["ideal_samples_per_s"].get<double>();
+    const double efficiency = ideal > 0 ? actual / ideal : 0.0;
+    csv << fmt::format("{},{},{},{},{:.6f},{:.6f},{:.6f},{:.9f},{}\n", sweep.key, value,
+                       s["workers"].get<int>(), s["strategy"].get<std::string>(), actual, ideal,
+                       efficiency, s["step_time_s"]["median"].get<double>(), s["errors"].size());
+    if (!quiet) {
+      fmt::print("{:<24} {:>8} {:>22} {:>12.1f} {:>12.1f} {:>9.0f}%\n", value,
+                 s["workers"].get<int>(), s["strategy"].get<std::string>(), actual, ideal,
+                 100 * efficiency);
+    }
+  }
+  csv.close();
+  if (!csv) throw std::runtime_error("error writing " + path);
+  if (!quiet) fmt::print("\n  sweep: {}\n", path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,21 +166,28 @@ int main(int argc, char** argv) {
   if (out.empty()) out = "out/" + scenario.name;
 
   try {
-    kf::Simulation sim(scenario);
-    ProgressBar bar(!quiet && isatty(STDERR_FILENO));
-    sim.run([&bar](const kf::SimulationProgress& p) { bar.update(p); });
-    bar.done();
-    sim.write(out);
-    const auto summary = sim.summary();
-    if (!quiet) print_summary(summary, sim.perf(), out);
-    // Errors are the expected outcome of an injected failure; otherwise the run failed.
-    const bool failure_injected = std::any_of(
-        scenario.events.begin(), scenario.events.end(),
-        [](const kf::ScenarioEvent& e) { return std::holds_alternative<kf::FailEvent>(e.what); });
-    if (!summary["errors"].empty() && !failure_injected) {
-      fmt::print(stderr, "kfsim: the run ended with errors (see {}/summary.json)\n", out);
-      return 1;
+    if (!scenario.sweep) return run_one(scenario, out, quiet);
+    // One run per swept value, each in its own directory, and one table for all of them.
+    const kf::Sweep& sweep = *scenario.sweep;
+    std::vector<std::pair<std::string, nlohmann::json>> results;
+    int worst = 0;
+    for (const auto& value : sweep.values) {
+      auto variant_overrides = overrides;
+      variant_overrides.push_back(sweep.key + "=" + value);
+      kf::Scenario variant = kf::load_scenario(file, variant_overrides);
+      variant.sweep.reset();
+      std::string dir_name = sweep.key + "=" + value;
+      std::replace(dir_name.begin(), dir_name.end(), '/', '_');
+      if (!quiet) fmt::print("\n== {} = {}\n", sweep.key, value);
+      nlohmann::json summary;
+      worst = std::max(worst, run_one(variant, out + "/" + dir_name, quiet, &summary));
+      results.emplace_back(value, std::move(summary));
     }
+    write_sweep(out, sweep, results, quiet);
+    return worst;
+  } catch (const kf::ScenarioError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "kfsim: {}\n", e.what());
     return 1;

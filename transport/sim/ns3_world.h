@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +31,9 @@ struct Ns3Options {
   std::chrono::nanoseconds min_rto = std::chrono::milliseconds(200);     // Linux's floor
   std::chrono::nanoseconds delayed_ack = std::chrono::milliseconds(40);  // Linux's ceiling
   std::uint16_t port = 10000;                                            // workers listen here
+  // Compute times are scaled by a factor uniform in [1 - j, 1 + j], from a generator seeded by
+  // (seed, rank).
+  double compute_jitter = 0;
 };
 
 struct Ns3Stats {
@@ -63,6 +68,13 @@ class Ns3World {
   int start_background(const std::string& from, const std::string& to,
                        std::optional<double> rate_bps, int flows);
   void stop_background(int id);
+  // A plain ns-3 BulkSend flow of `bytes` between two nodes, starting now; `done` runs when the
+  // receiver has all of them (a contention burst of a given size, or raw ns-3 traffic to compare
+  // the runtime against).
+  void send_bulk(const std::string& from, const std::string& to, std::uint64_t bytes,
+                 std::function<void()> done);
+  // Wire bytes of runtime messages delivered so far, per ordered worker pair.
+  std::map<std::pair<int, int>, std::uint64_t> pair_bytes() const;
   // Changes a link's bandwidth and/or latency from now on (link named as in PhysicalTopology).
   void set_link(const std::string& link, std::optional<double> bandwidth_bps,
                 std::optional<std::chrono::nanoseconds> latency);

@@ -187,7 +187,7 @@ class Reader {
     return static_cast<int>(integer(n, path, lo, hi));
   }
 
-  double positive_number(const Node& n, const std::string& path) const {
+  double number(const Node& n, const std::string& path) const {
     const std::string& s = scalar(n, path, "a number");
     double v = 0;
     const char* begin = s.data();
@@ -196,7 +196,12 @@ class Reader {
     if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) {
       fail(n, path, "expected a number, got '" + s + "'");
     }
-    if (!(v > 0)) fail(n, path, "must be positive, got " + s);
+    return v;
+  }
+
+  double positive_number(const Node& n, const std::string& path) const {
+    const double v = number(n, path);
+    if (!(v > 0)) fail(n, path, "must be positive, got " + scalar(n, path, "a number"));
     return v;
   }
 
@@ -285,6 +290,7 @@ class Reader {
   }
 
   Scenario build(const Node& root) const;
+  Sweep sweep(const Node& n, const Node& root) const;
 
   void note_empty_value(const Node& value, const YAML::Mark& key_mark) const {
     empty_values_.emplace_back(value, key_mark);
@@ -464,7 +470,7 @@ TopologyConfig Reader::topology(const Node& n) const {
 
 WorkloadConfig Reader::workload(const Node& n) const {
   const MapView m(*this, n, "workload",
-                  {"model", "device", "batch_per_worker", "fusion", "phantom"});
+                  {"model", "device", "batch_per_worker", "fusion", "phantom", "compute_jitter"});
   WorkloadConfig w;
   if (const auto v = m.get("model")) {
     w.model = string(*v, m.child("model"));
@@ -487,6 +493,13 @@ WorkloadConfig Reader::workload(const Node& n) const {
   }
   if (const auto v = m.get("fusion")) w.fusion_bytes = size(*v, m.child("fusion"));
   if (const auto v = m.get("phantom")) w.phantom = boolean(*v, m.child("phantom"));
+  if (const auto v = m.get("compute_jitter")) {
+    w.compute_jitter = number(*v, m.child("compute_jitter"));
+    if (w.compute_jitter < 0 || w.compute_jitter >= 1) {
+      fail(*v, m.child("compute_jitter"),
+           "must be in [0, 1), got " + scalar(*v, m.child("compute_jitter"), "a number"));
+    }
+  }
   return w;
 }
 
@@ -631,19 +644,35 @@ std::string link_list(const PhysicalTopology& p) {
   return join(names);
 }
 
-// The topology the scenario's names refer to, with the "outside" host when asked for.
-PhysicalTopology build_topology(const TopologyConfig& t) {
-  const bool star = t.kind == TopologyConfig::Kind::star;
-  PhysicalTopology p =
-      star ? star_topology(t.hosts, t.workers_per_host, t.link, t.intra_host)
-           : leaf_spine_topology(t.leaves, t.spines, t.hosts_per_leaf, t.workers_per_host, t.link,
-                                 t.uplink, t.intra_host);
-  if (t.outside_host) {
-    const int attach = p.find_node(star ? "switch" : "leaf0");
-    const int outside = p.add_node(NodeKind::host, "outside");
-    p.add_link(outside, attach, t.link);
+Sweep Reader::sweep(const Node& n, const Node& root) const {
+  const MapView m(*this, n, "sweep", {"key", "values"});
+  Sweep sw;
+  sw.key = string(m.require("key"), "sweep.key");
+  if (sw.key == "sweep" || sw.key.rfind("sweep.", 0) == 0) {
+    fail(m.require("key"), "sweep.key", "a sweep cannot sweep itself");
   }
-  return p;
+  const Node& values = m.require("values");
+  if (!values.IsSequence() || values.size() == 0) {
+    fail(values, "sweep.values", "expected a non-empty list of values, got " + describe(values));
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::string path = "sweep.values[" + std::to_string(i) + "]";
+    const std::string value = scalar(values[i], path, "a value");
+    // Every variant must be a valid scenario: find out now, pointing at the value.
+    Node variant = YAML::Clone(root);
+    variant.remove("sweep");
+    try {
+      Reader variant_reader(*this);
+      variant_reader.apply_override(variant, sw.key + "=" + value);
+      variant_reader.build(variant);
+    } catch (const ScenarioError& e) {
+      std::string why = e.what();
+      if (const auto at = why.find(": "); at != std::string::npos) why = why.substr(at + 2);
+      fail(values[i], path, sw.key + "=" + value + " gives a bad scenario: " + why);
+    }
+    sw.values.push_back(value);
+  }
+  return sw;
 }
 
 Scenario Reader::build(const Node& root) const {
@@ -653,7 +682,7 @@ Scenario Reader::build(const Node& root) const {
   }
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "steps", "world", "topology", "workload",
-                   "strategy", "optimizer", "chunk", "timeout", "policy", "events"});
+                   "strategy", "optimizer", "chunk", "timeout", "policy", "events", "sweep"});
   Scenario sc;
   sc.file = file_;
   sc.name = std::filesystem::path(file_).stem().string();
@@ -711,6 +740,7 @@ Scenario Reader::build(const Node& root) const {
     }
     sc.policy = "none";
   }
+  if (const auto v = m.get("sweep")) sc.sweep = sweep(*v, root);
   std::vector<NameRef> refs;
   const bool star = sc.topology.kind == TopologyConfig::Kind::star;
   const int workers =
@@ -776,6 +806,21 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
   text << in.rdbuf();
   if (in.bad()) throw ScenarioError(path, 0, 0, "cannot read file");
   return parse_scenario(text.str(), path, overrides);
+}
+
+// The topology the scenario's names refer to, with the "outside" host when asked for.
+PhysicalTopology build_topology(const TopologyConfig& t) {
+  const bool star = t.kind == TopologyConfig::Kind::star;
+  PhysicalTopology p =
+      star ? star_topology(t.hosts, t.workers_per_host, t.link, t.intra_host)
+           : leaf_spine_topology(t.leaves, t.spines, t.hosts_per_leaf, t.workers_per_host, t.link,
+                                 t.uplink, t.intra_host);
+  if (t.outside_host) {
+    const int attach = p.find_node(star ? "switch" : "leaf0");
+    const int outside = p.add_node(NodeKind::host, "outside");
+    p.add_link(outside, attach, t.link);
+  }
+  return p;
 }
 
 }  // namespace kf

@@ -98,6 +98,17 @@ struct WorkloadConfig {
   int batch_per_worker = 32;
   std::size_t fusion_bytes = 0;  // 0: one allreduce per gradient tensor
   bool phantom = true;           // gradients as phantoms (sizes only)
+  // Each step's compute time is scaled by a factor drawn uniformly from [1 - j, 1 + j] by a
+  // generator seeded from the scenario seed and the rank: real GPUs vary a few percent step to
+  // step, and it is what the seed drives.
+  double compute_jitter = 0.02;
+};
+
+// Run the scenario once per value of one key (a --set path), e.g. key: topology.hosts,
+// values: [2, 4, 8]: a scaling curve or a strategy comparison from one file.
+struct Sweep {
+  std::string key;
+  std::vector<std::string> values;
 };
 
 struct Scenario {
@@ -115,7 +126,12 @@ struct Scenario {
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
   std::string policy = "none";  // the adaptation issue adds policies
+  std::optional<Sweep> sweep;
 };
+
+// The physical network a scenario describes, with the "outside" host (a machine with no worker,
+// on the star's switch or on leaf0) when an event names it.
+PhysicalTopology build_topology(const TopologyConfig& config);
 
 // Reads and validates `path`, then applies each "key.path=value" override (as if written in the
 // file) before validation. Throws ScenarioError.

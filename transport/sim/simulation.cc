@@ -35,31 +35,20 @@ std::string describe(const Trigger& t) {
 
 }  // namespace
 
-PhysicalTopology build_topology(const TopologyConfig& c) {
-  PhysicalTopology topo =
-      c.kind == TopologyConfig::Kind::star
-          ? star_topology(c.hosts, c.workers_per_host, c.link, c.intra_host)
-          : leaf_spine_topology(c.leaves, c.spines, c.hosts_per_leaf, c.workers_per_host, c.link,
-                                c.uplink, c.intra_host);
-  if (c.outside_host) {
-    const int outside = topo.add_node(NodeKind::host, "outside");
-    const int attach = topo.find_node(c.kind == TopologyConfig::Kind::star ? "switch" : "leaf0");
-    topo.add_link(outside, attach, c.link);
-  }
-  return topo;
-}
-
 Simulation::Simulation(Scenario scenario) : scenario_(std::move(scenario)) {}
 Simulation::~Simulation() = default;
 
 void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
   const auto wall_start = std::chrono::steady_clock::now();
   const PhysicalTopology topo = build_topology(scenario_.topology);
-  Ns3World world(topo, {.seed = scenario_.seed});
+  Ns3World world(topo,
+                 {.seed = scenario_.seed, .compute_jitter = scenario_.workload.compute_jitter});
   const int n = world.workers();
+  n_workers_ = n;
   const ClusterSpec cluster = cluster_of(topo);
   const ModelProfile& model = model_profile(scenario_.workload.model);
   const auto per_sample = compute_time_per_sample(model, scenario_.workload.device);
+  per_sample_seconds_ = to_seconds(per_sample);
 
   std::vector<std::unique_ptr<Engine>> engines;
   std::vector<std::unique_ptr<Trainer>> trainers;
@@ -222,6 +211,8 @@ nlohmann::json Simulation::summary() const {
       {"strategy", std::string(strategy_name(scenario_.strategy))},
       {"steps", scenario_.steps},
       {"simulation_end_s", simulated_seconds_},
+      // No communication at all: every worker computing back to back.
+      {"ideal_samples_per_s", per_sample_seconds_ > 0 ? n_workers_ / per_sample_seconds_ : 0.0},
       {"world_stats", world_stats_},
   };
   return recorder_.summary(std::move(run), windows_);

@@ -20,9 +20,6 @@ struct SimulationProgress {
   double simulated_seconds = 0;
 };
 
-// The physical network a scenario describes (with the "outside" host when an event needs it).
-PhysicalTopology build_topology(const TopologyConfig& config);
-
 class Simulation {
  public:
   explicit Simulation(Scenario scenario);
@@ -46,6 +43,8 @@ class Simulation {
   double wall_seconds_ = 0;
   double simulated_seconds_ = 0;
   std::uint64_t simulator_events_ = 0;
+  double per_sample_seconds_ = 0;
+  int n_workers_ = 0;
 };
 
 }  // namespace kf

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# kfsim's command-line contract: a bad scenario file or flag exits 2 with "file:line:col: message"
+# (or the flag named); a good one exits 0 and writes every record file.
+set -uo pipefail
+kfsim="$1"
+data="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+expect_error() {  # name, expected stderr regex, kfsim args...
+  local name="$1" pattern="$2"
+  shift 2
+  local err code
+  err="$("$kfsim" "$@" --quiet --out "$work/out" 2>&1 >/dev/null)"
+  code=$?
+  if [[ $code -ne 2 ]]; then
+    echo "FAIL $name: exit $code, want 2 ($err)"
+    failures=$((failures + 1))
+  elif ! grep -Eq -- "$pattern" <<<"$err"; then
+    echo "FAIL $name: message '$err' does not match /$pattern/"
+    failures=$((failures + 1))
+  else
+    echo "ok   $name: $err"
+  fi
+}
+
+write() { cat >"$work/$1"; }
+
+write unit.yaml <<'YAML'
+steps: 3
+topology: {kind: star, hosts: 2, link: {bandwidth: 1G}}
+YAML
+write worker.yaml <<'YAML'
+steps: 3
+topology: {kind: star, hosts: 2}
+events:
+  - straggler: {worker: 7, factor: 2, start: {step: 1}}
+YAML
+write negative.yaml <<'YAML'
+steps: 3
+topology: {kind: star, hosts: 2, link: {bandwidth: -5Gbps}}
+YAML
+
+expect_error "unknown key" "bad_unknown_key.yaml:[0-9]+:[0-9]+: .*unknown key" "$data/bad_unknown_key.yaml"
+expect_error "malformed YAML" "bad_malformed.yaml:[0-9]+:[0-9]+: " "$data/bad_malformed.yaml"
+expect_error "bad unit" "unit.yaml:2:[0-9]+: topology.link.bandwidth: '1G' has no unit" "$work/unit.yaml"
+expect_error "bad worker id" "worker.yaml:4:[0-9]+: .*worker 7 does not exist" "$work/worker.yaml"
+expect_error "negative bandwidth" "negative.yaml:2:[0-9]+: .*must be positive" "$work/negative.yaml"
+expect_error "missing file" "nope.yaml: cannot read file" "$work/nope.yaml"
+expect_error "bad --set" "--set" "$work/unit.yaml" --set "topology.link.bandwidth=fast"
+expect_error "unknown flag" "--frobnicate" "$data/full.yaml" --frobnicate
+
+# A good run: exit 0 and every record written.
+write good.yaml <<'YAML'
+steps: 2
+topology: {kind: star, hosts: 2, link: {bandwidth: 10Gbps, mtu: 9000}}
+workload: {model: resnet56, device: v100, batch_per_worker: 16}
+strategy: RING_RS_AG
+YAML
+if "$kfsim" "$work/good.yaml" --quiet --out "$work/good" && \
+   for f in steps.csv collectives.csv events.csv summary.json trace.json perf.json; do
+     [[ -s "$work/good/$f" ]] || { echo "missing $f"; false; }; done; then
+  echo "ok   good run writes every record"
+else
+  echo "FAIL good run"
+  failures=$((failures + 1))
+fi
+
+echo "$((10 - failures)) passed, $failures failed"
+[[ $failures -eq 0 ]]
