@@ -80,7 +80,7 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(s.workload.fusion_bytes, 64u << 20);
   EXPECT_FALSE(s.workload.phantom);
   EXPECT_EQ(s.strategy, StrategyName::ring);
-  EXPECT_EQ(s.optimizer, "sma");
+  EXPECT_EQ(s.optimizer, "ssgd");
   EXPECT_EQ(s.chunk_bytes, 512u << 10);
   EXPECT_EQ(s.timeout, seconds(90));
   EXPECT_EQ(s.policy, "none");
@@ -346,7 +346,9 @@ TEST(ScenarioErrors, NamedValues) {
   EXPECT_EQ(parse_scenario(kBase + "strategy: multi_binary_tree_star\n", "s.yaml").strategy,
             StrategyName::multi_binary_tree_star);
   expect_parse_error(kBase + "optimizer: adam\n", 3, 12,
-                     "optimizer: unknown optimizer 'adam' (known: ssgd, sma, pair_avg)");
+                     "optimizer: unknown optimizer 'adam' (known: ssgd)");
+  expect_parse_error(kBase + "optimizer: sma\n", 3, 12,
+                     "optimizer: 'sma' arrives with the training issue (issue 6)");
   expect_parse_error(kBase + "policy: greedy\n", 3, 9,
                      "policy: policies arrive with the adaptation issue (issue 5)");
   expect_parse_error(kBase + "policy: {kind: greedy, threshold: 2}\n", 3, 16,

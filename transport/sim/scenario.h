@@ -121,7 +121,7 @@ struct Scenario {
   TopologyConfig topology;
   WorkloadConfig workload;
   StrategyName strategy = StrategyName::binary_tree_star;
-  std::string optimizer = "ssgd";  // ssgd | sma | pair_avg (byte-level until issue 6)
+  std::string optimizer = "ssgd";  // ssgd today; sma and pair_avg arrive with issue 6
   std::size_t chunk_bytes = std::size_t{1} << 20;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
