@@ -1,0 +1,151 @@
+// Helpers for tests that open real sockets: a base port with a free range after it, and a peer
+// node (loop + socket transport) that records what it receives.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/real/epoll_loop.h"
+#include "transport/real/socket_transport.h"
+
+namespace kf::testing {
+
+// A base port p such that p .. p+n-1 can be bound on 127.0.0.1 right now (random, so parallel
+// test processes rarely collide).
+inline std::uint16_t free_port_base(int n) {
+  std::mt19937 rng(
+      static_cast<unsigned>(::getpid()) * 7919u +
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto base = static_cast<std::uint16_t>(20000 + rng() % 30000);
+    bool ok = true;
+    for (int i = 0; i < n && ok; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(base + i));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      ::close(fd);
+    }
+    if (ok) return base;
+  }
+  return 0;
+}
+
+// Waits (bounded) until `pred` holds; true if it did.
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
+}
+
+// One peer with a socket transport, recording deliveries and losses.
+class Node {
+ public:
+  Node(const ClusterSpec& cluster, int rank, SocketTransportOptions options = {}) {
+    if (!options.log) {
+      options.log = [this](const std::string& line) {
+        std::lock_guard lock(mu_);
+        logs_.push_back(line);
+      };
+    }
+    loop_.call([&] {
+      transport_ = std::make_unique<SocketTransport>(loop_, cluster, rank, options);
+      transport_->set_handlers({
+          .on_message =
+              [this](int source, Message m) {
+                std::lock_guard lock(mu_);
+                received_.push_back({source, std::move(m)});
+              },
+          .on_peer_lost =
+              [this](int peer, Status why) {
+                std::lock_guard lock(mu_);
+                lost_.push_back({peer, why.message()});
+              },
+      });
+      transport_->start();
+    });
+  }
+  ~Node() { crash(); }
+
+  void send(int destination, Message m) {
+    loop_.post([this, destination, m = std::move(m)]() mutable {
+      if (transport_) transport_->send(destination, std::move(m));
+    });
+  }
+  // Closes every socket without a bye, like a killed process.
+  void crash() {
+    loop_.call([&] { transport_.reset(); });
+  }
+  // Orderly close; waits for it.
+  void shut_down() {
+    std::promise<void> done;
+    loop_.call([&] { transport_->shutdown(std::chrono::seconds(3), [&] { done.set_value(); }); });
+    done.get_future().wait_for(std::chrono::seconds(5));
+    crash();
+  }
+  bool connected() {
+    return loop_.call([&] { return transport_ && transport_->all_connected(); });
+  }
+  std::size_t lent_outstanding() {
+    return loop_.call([&] { return transport_ ? transport_->lent_outstanding() : 0; });
+  }
+  SocketTransportStats stats() {
+    return loop_.call([&] { return transport_ ? transport_->stats() : SocketTransportStats{}; });
+  }
+
+  struct Received {
+    int source;
+    Message message;
+  };
+  struct Lost {
+    int peer;
+    std::string why;
+  };
+  std::size_t received_count() {
+    std::lock_guard lock(mu_);
+    return received_.size();
+  }
+  std::vector<Received> take_received() {
+    std::lock_guard lock(mu_);
+    return std::move(received_);
+  }
+  std::vector<Lost> lost() {
+    std::lock_guard lock(mu_);
+    return lost_;
+  }
+  std::string logs() {
+    std::lock_guard lock(mu_);
+    std::string all;
+    for (const auto& l : logs_)
+      all += l + "\n";
+    return all;
+  }
+
+ private:
+  EpollLoop loop_;
+  std::unique_ptr<SocketTransport> transport_;
+  std::mutex mu_;
+  std::vector<Received> received_;
+  std::vector<Lost> lost_;
+  std::vector<std::string> logs_;
+};
+
+}  // namespace kf::testing

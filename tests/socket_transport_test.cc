@@ -1,0 +1,341 @@
+// The socket transport between peers of one process (separate loops, real sockets): delivery
+// and order over Unix sockets and TCP, loss detection, orderly shutdown, and refusal of
+// connections with the wrong secret, no secret, the wrong cluster version or garbage.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#include "net_helpers.h"
+#include "transport/real/handshake.h"
+#include "transport/real/peer.h"
+#include "transport/real/wire.h"
+
+namespace kf::testing {
+namespace {
+
+// Ranks 0 and 1 share host 127.0.0.1 (Unix socket); rank 2 is on 127.0.0.2 (TCP, still loopback).
+ClusterSpec mixed_cluster(std::uint16_t base, std::uint64_t version = 0) {
+  return ClusterSpec(
+      version, {},
+      {PeerID{"127.0.0.1", base}, PeerID{"127.0.0.1", static_cast<std::uint16_t>(base + 1)},
+       PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 2)}});
+}
+
+Message numbered(int source, int i, std::size_t size) {
+  Message m;
+  m.header.name = "m" + std::to_string(source) + "." + std::to_string(i);
+  m.header.chunk = static_cast<std::uint32_t>(i);
+  std::vector<std::byte> b(size);
+  for (std::size_t k = 0; k < size; ++k)
+    b[k] = static_cast<std::byte>((k + static_cast<std::size_t>(i * 13 + source)) & 0xFF);
+  m.payload = Payload(std::move(b));
+  return m;
+}
+
+TEST(SocketTransport, DeliversEverythingInOrderOverUnixAndTcp) {
+  const auto base = free_port_base(3);
+  ASSERT_NE(base, 0);
+  const auto cluster = mixed_cluster(base);
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int r = 0; r < 3; ++r)
+    nodes.push_back(std::make_unique<Node>(cluster, r));
+  ASSERT_TRUE(eventually([&] {
+    for (auto& n : nodes)
+      if (!n->connected()) return false;
+    return true;
+  }));
+  const std::size_t sizes[] = {0, 1, 100, 70000, 3u << 20};
+  constexpr int kPerPair = 60;
+  for (int src = 0; src < 3; ++src)
+    for (int i = 0; i < kPerPair; ++i)
+      for (int dst = 0; dst < 3; ++dst)
+        if (dst != src)
+          nodes[static_cast<std::size_t>(src)]->send(dst, numbered(src, i, sizes[i % 5]));
+  for (int dst = 0; dst < 3; ++dst) {
+    auto& node = *nodes[static_cast<std::size_t>(dst)];
+    ASSERT_TRUE(eventually([&] { return node.received_count() == 2 * kPerPair; }))
+        << "rank " << dst << " got " << node.received_count();
+    std::vector<int> next(3, 0);
+    for (auto& [source, m] : node.take_received()) {
+      const int i = next[static_cast<std::size_t>(source)]++;
+      const Message want = numbered(source, i, sizes[i % 5]);
+      ASSERT_EQ(m.header.name, want.header.name) << "out of order from " << source;
+      ASSERT_EQ(m.payload.size(), want.payload.size());
+      if (m.payload.size() > 0) {
+        ASSERT_EQ(0, std::memcmp(m.payload.data(), want.payload.data(), m.payload.size()));
+      }
+    }
+    EXPECT_TRUE(node.lost().empty());
+  }
+  // Ranks 0 and 1 share a host: their large payloads were lent (one copy) and all acked; rank 2
+  // is reached over TCP and lends nothing.
+  EXPECT_GT(nodes[0]->stats().lent, 0u);
+  EXPECT_EQ(nodes[0]->stats().borrowed, nodes[1]->stats().lent);
+  EXPECT_EQ(nodes[2]->stats().lent, 0u);
+  EXPECT_EQ(nodes[2]->stats().borrowed, 0u);
+  EXPECT_TRUE(eventually([&] { return nodes[0]->lent_outstanding() == 0; }));
+  EXPECT_TRUE(eventually([&] { return nodes[1]->lent_outstanding() == 0; }));
+}
+
+TEST(SocketTransport, StreamsEverythingWhenLendingIsOff) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0, {.lend_payloads = false});
+  Node b(cluster, 1);
+  a.send(1, numbered(0, 0, 1u << 20));
+  b.send(0, numbered(1, 0, 1u << 20));
+  ASSERT_TRUE(eventually([&] { return a.received_count() == 1 && b.received_count() == 1; }));
+  // Either side turning it off is enough: a neither lends nor lets b lend to it.
+  EXPECT_EQ(a.stats().lent + a.stats().borrowed + b.stats().lent + b.stats().borrowed, 0u);
+  const auto got = b.take_received();
+  const Message want = numbered(0, 0, 1u << 20);
+  EXPECT_EQ(0, std::memcmp(got[0].message.payload.data(), want.payload.data(), 1u << 20));
+}
+
+TEST(SocketTransport, CrashIsReportedAsLostPeerNamingIt) {
+  const auto base = free_port_base(3);
+  const auto cluster = mixed_cluster(base);
+  Node a(cluster, 0), b(cluster, 1), c(cluster, 2);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected() && c.connected(); }));
+  c.crash();
+  for (Node* n : {&a, &b}) {
+    ASSERT_TRUE(eventually([&] { return !n->lost().empty(); }, std::chrono::milliseconds(3000)));
+    const auto lost = n->lost();
+    ASSERT_EQ(lost.size(), 1u);  // reported once, though two connections broke
+    EXPECT_EQ(lost[0].peer, 2);
+  }
+}
+
+TEST(SocketTransport, OrderlyShutdownIsNoLoss) {
+  const auto base = free_port_base(3);
+  const auto cluster = mixed_cluster(base);
+  Node a(cluster, 0), b(cluster, 1), c(cluster, 2);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected() && c.connected(); }));
+  c.send(0, numbered(2, 0, 5u << 20));  // queued before the bye: must still arrive
+  c.shut_down();
+  ASSERT_TRUE(eventually([&] { return a.received_count() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(a.lost().empty());
+  EXPECT_TRUE(b.lost().empty());
+}
+
+TEST(SocketTransport, StartUpRetriesUntilThePeerListens) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0);
+  a.send(1, numbered(0, 0, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Node b(cluster, 1);  // starts late: a's connects were refused meanwhile
+  ASSERT_TRUE(eventually([&] { return b.received_count() == 1; }));
+  EXPECT_TRUE(a.lost().empty());
+}
+
+TEST(SocketTransport, GivesUpConnectingAfterTheTimeout) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0, {.connect_timeout = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(eventually([&] { return !a.lost().empty(); }, std::chrono::milliseconds(3000)));
+  EXPECT_EQ(a.lost()[0].peer, 1);
+  EXPECT_NE(a.lost()[0].why.find("cannot connect"), std::string::npos) << a.lost()[0].why;
+}
+
+struct SecurityCase {
+  const char* server_secret;
+  const char* client_secret;
+  bool tcp;
+};
+
+class Security : public ::testing::TestWithParam<SecurityCase> {};
+
+TEST_P(Security, WrongOrMissingSecretDeliversNothingAndIsRefused) {
+  const auto p = GetParam();
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster =
+      p.tcp ? ClusterSpec(0, {},
+                          {PeerID{"127.0.0.1", base},
+                           PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)}})
+            : ClusterSpec::local(2, base);
+  Node server(cluster, 0, {.secret = p.server_secret});
+  Node client(cluster, 1, {.secret = p.client_secret});
+  for (int i = 0; i < 5; ++i)
+    client.send(0, numbered(1, i, 100));
+  ASSERT_TRUE(eventually([&] { return server.stats().refused >= 1; })) << "server logs:\n"
+                                                                       << server.logs();
+  ASSERT_TRUE(eventually([&] { return !client.lost().empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(server.received_count(), 0u);
+  EXPECT_EQ(server.stats().delivered, 0u);
+  EXPECT_NE(server.logs().find("failed authentication"), std::string::npos) << server.logs();
+}
+
+INSTANTIATE_TEST_SUITE_P(SocketTransport, Security,
+                         ::testing::Values(SecurityCase{"right", "wrong", false},
+                                           SecurityCase{"right", "", false},
+                                           SecurityCase{"right", "wrong", true},
+                                           SecurityCase{"right", "", true},
+                                           SecurityCase{"", "secret", true}));
+
+TEST(SocketTransport, SameSecretWorks) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node server(cluster, 0, {.secret = "s3cret"});
+  Node client(cluster, 1, {.secret = "s3cret"});
+  client.send(0, numbered(1, 0, 100));
+  ASSERT_TRUE(eventually([&] { return server.received_count() == 1; }));
+  EXPECT_EQ(server.stats().refused, 0u);
+}
+
+TEST(SocketTransport, OtherClusterVersionIsRefused) {
+  const auto base = free_port_base(2);
+  Node server(ClusterSpec(3, {}, ClusterSpec::local(2, base).workers()), 0);
+  Node client(ClusterSpec(4, {}, ClusterSpec::local(2, base).workers()), 1);
+  client.send(0, numbered(1, 0, 100));
+  ASSERT_TRUE(eventually([&] { return !client.lost().empty(); }));
+  EXPECT_NE(client.lost()[0].why.find("wrong cluster version"), std::string::npos)
+      << client.lost()[0].why;
+  EXPECT_EQ(server.received_count(), 0u);
+  EXPECT_NE(server.logs().find("cluster version 4 (ours 3)"), std::string::npos) << server.logs();
+}
+
+TEST(Peer, PortAlreadyTakenIsAClearError) {
+  const auto base = free_port_base(2);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(base);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  WorkerConfig config{.cluster = ClusterSpec::local(2, base), .rank = 0};
+  try {
+    Peer peer(config);
+    FAIL() << "no error";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("cannot listen on 127.0.0.1:{}", base)),
+              std::string::npos)
+        << e.what();
+  }
+  ::close(fd);
+}
+
+TEST(Peer, TwoPeersInOneProcessRunCollectives) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  std::vector<float> x0(1000, 1.0f), x1(1000, 2.0f);
+  auto run = [&](int rank, std::vector<float>& x) {
+    Peer peer(WorkerConfig{.cluster = cluster, .rank = rank});
+    EXPECT_TRUE(peer.allreduce(std::span<float>(x)).ok());
+    auto h = peer.barrier_async();
+    const auto s = h.wait_for(std::chrono::seconds(10));
+    ASSERT_TRUE(s.has_value());
+    EXPECT_TRUE(s->ok()) << s->to_string();
+  };
+  std::thread t([&] { run(1, x1); });
+  run(0, x0);
+  t.join();
+  EXPECT_EQ(x0[999], 3.0f);
+  EXPECT_EQ(x1[0], 3.0f);
+}
+
+// A raw TCP client that is not a KungFu peer.
+int raw_connect(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+bool closed_by_peer(int fd) {
+  char buf[256];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
+TEST(SocketTransport, StrangersAreDroppedAndDeliverNothing) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node server(cluster, 0, {.secret = "k"});
+  // 1. Garbage instead of a handshake.
+  {
+    const int fd = raw_connect(base);
+    ASSERT_GE(fd, 0);
+    std::vector<std::byte> junk(handshake::kHelloBytes, std::byte{0x41});
+    ASSERT_GT(::send(fd, junk.data(), junk.size(), 0), 0);
+    EXPECT_TRUE(closed_by_peer(fd));
+    ::close(fd);
+  }
+  // 2. A well-formed hello, then a forged proof and frames behind it.
+  {
+    const int fd = raw_connect(base);
+    ASSERT_GE(fd, 0);
+    handshake::Hello h{.secured = true,
+                       .source_rank = 1,
+                       .destination_rank = 0,
+                       .nonce = handshake::fresh_nonce()};
+    auto bytes = handshake::encode(h);
+    bytes.resize(bytes.size() + handshake::kProofBytes, std::byte{0});  // forged proof
+    Message m;
+    m.header.name = "evil";
+    const auto frame = wire::encode(m);
+    bytes.insert(bytes.end(), frame.begin(), frame.end());
+    ASSERT_GT(::send(fd, bytes.data(), bytes.size(), 0), 0);
+    EXPECT_TRUE(closed_by_peer(fd));
+    ::close(fd);
+  }
+  // 3. Silence: dropped after the handshake timeout (not waited for here), and harmless.
+  EXPECT_TRUE(eventually([&] { return server.stats().refused >= 2; }));
+  EXPECT_EQ(server.received_count(), 0u);
+  EXPECT_TRUE(server.lost().empty());  // a stranger is not a peer
+}
+
+TEST(SocketTransport, MalformedFrameFromAPeerDropsItsConnection) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node server(cluster, 0);
+  const int fd = raw_connect(base);  // plays rank 1 with no secret, honestly
+  ASSERT_GE(fd, 0);
+  handshake::Hello h{.source_rank = 1, .destination_rank = 0, .nonce = handshake::fresh_nonce()};
+  auto hello = handshake::encode(h);
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  std::vector<std::byte> welcome(handshake::kWelcomeBytes);
+  ASSERT_EQ(::recv(fd, welcome.data(), welcome.size(), MSG_WAITALL),
+            static_cast<ssize_t>(welcome.size()));
+  const auto w = handshake::decode_welcome(welcome);
+  ASSERT_TRUE(w);
+  const auto mac = handshake::connector_mac("", h, w->nonce);
+  std::vector<std::byte> rest(mac.begin(), mac.end());
+  Message good;
+  good.header.name = "fine";
+  const auto f = wire::encode(good);
+  rest.insert(rest.end(), f.begin(), f.end());
+  std::vector<std::byte> bad(wire::kHeaderBytes, std::byte{0});
+  bad[0] = std::byte{9};  // unknown frame type
+  rest.insert(rest.end(), bad.begin(), bad.end());
+  ASSERT_GT(::send(fd, rest.data(), rest.size(), 0), 0);
+  EXPECT_TRUE(closed_by_peer(fd));
+  ::close(fd);
+  ASSERT_TRUE(eventually([&] { return !server.lost().empty(); }));
+  EXPECT_EQ(server.received_count(), 1u);  // the good frame before the bad one
+  EXPECT_NE(server.lost()[0].why.find("unknown frame type"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kf::testing

@@ -1,0 +1,193 @@
+// The frame decoder: round trips under every split of the byte stream, and rejection of
+// malformed or oversized headers before anything is allocated for them (a property test over
+// random and mutated streams stands in for a fuzzer: it must never crash or over-allocate).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "transport/real/wire.h"
+
+namespace kf::wire {
+namespace {
+
+Message make(std::uint32_t i, std::size_t payload) {
+  Message m;
+  m.header.kind = static_cast<MessageKind>(i % 3);
+  m.header.flags = i * 7;
+  m.header.name = "grad/" + std::to_string(i);
+  m.header.chunk = i;
+  m.header.step = i % 2;
+  m.header.tag = 1000 + i;
+  m.header.version = 99 + i;
+  std::vector<std::byte> bytes(payload);
+  for (std::size_t k = 0; k < payload; ++k)
+    bytes[k] = static_cast<std::byte>((k * 31 + i) & 0xFF);
+  m.payload = Payload(std::move(bytes));
+  return m;
+}
+
+void expect_same(const Message& a, const Message& b) {
+  EXPECT_EQ(a.header.kind, b.header.kind);
+  EXPECT_EQ(a.header.flags, b.header.flags);
+  EXPECT_EQ(a.header.name, b.header.name);
+  EXPECT_EQ(a.header.chunk, b.header.chunk);
+  EXPECT_EQ(a.header.step, b.header.step);
+  EXPECT_EQ(a.header.tag, b.header.tag);
+  EXPECT_EQ(a.header.version, b.header.version);
+  EXPECT_EQ(a.payload.is_phantom(), b.payload.is_phantom());
+  ASSERT_EQ(a.payload.size(), b.payload.size());
+  if (!a.payload.is_phantom() && a.payload.size() > 0) {
+    EXPECT_EQ(0, std::memcmp(a.payload.data(), b.payload.data(), a.payload.size()));
+  }
+}
+
+std::vector<std::byte> stream_of(const std::vector<Message>& ms) {
+  std::vector<std::byte> out;
+  for (const auto& m : ms) {
+    const auto e = encode(m);
+    out.insert(out.end(), e.begin(), e.end());
+  }
+  return out;
+}
+
+TEST(Wire, RoundTripUnderRandomSplits) {
+  std::vector<Message> sent;
+  const std::size_t sizes[] = {0, 1, 7, 40, 4096, 100000};
+  for (std::uint32_t i = 0; i < 24; ++i)
+    sent.push_back(make(i, sizes[i % 6]));
+  Message phantom = make(99, 0);
+  phantom.payload = Payload::phantom(12345);
+  sent.push_back(std::move(phantom));
+  const auto stream = stream_of(sent);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    FrameDecoder d;
+    std::vector<Message> got;
+    std::size_t pos = 0;
+    while (pos < stream.size()) {
+      const std::size_t n =
+          std::min<std::size_t>(stream.size() - pos, 1 + rng() % (trial % 2 ? 50 : 70000));
+      // Half the time use the direct path the socket reader takes for payloads.
+      auto direct = d.direct_target();
+      if (!direct.empty() && rng() % 2 == 0) {
+        const std::size_t k = std::min(n, direct.size());
+        std::memcpy(direct.data(), stream.data() + pos, k);
+        d.commit(k, got);
+        pos += k;
+        continue;
+      }
+      ASSERT_TRUE(d.feed(std::span(stream.data() + pos, n), got)) << d.error();
+      pos += n;
+    }
+    ASSERT_EQ(got.size(), sent.size());
+    for (std::size_t i = 0; i < sent.size(); ++i)
+      expect_same(sent[i], got[i]);
+    EXPECT_TRUE(d.idle());
+  }
+}
+
+std::vector<std::byte> header_with(std::uint8_t type, std::uint8_t bits, std::uint16_t name_len,
+                                   std::uint64_t payload_len) {
+  std::vector<std::byte> h(kHeaderBytes);
+  std::memcpy(h.data() + 0, &type, 1);
+  std::memcpy(h.data() + 1, &bits, 1);
+  std::memcpy(h.data() + 2, &name_len, 2);
+  std::memcpy(h.data() + 32, &payload_len, 8);
+  return h;
+}
+
+TEST(Wire, RejectsUnknownKind) {
+  FrameDecoder d;
+  std::vector<Message> got;
+  EXPECT_FALSE(d.feed(header_with(7, 0, 0, 0), got));
+  EXPECT_NE(d.error().find("unknown frame type"), std::string::npos);
+  EXPECT_TRUE(got.empty());
+  // Stays failed.
+  EXPECT_FALSE(d.feed(encode(make(0, 3)), got));
+  EXPECT_TRUE(got.empty());
+}
+
+TEST(Wire, RejectsUnknownBits) {
+  FrameDecoder d;
+  std::vector<Message> got;
+  EXPECT_FALSE(d.feed(header_with(0, 0x80, 0, 0), got));
+}
+
+TEST(Wire, RejectsLongName) {
+  FrameDecoder d;
+  std::vector<Message> got;
+  EXPECT_FALSE(d.feed(header_with(0, 0, kMaxNameBytes + 1, 0), got));
+  EXPECT_NE(d.error().find("too long"), std::string::npos);
+}
+
+TEST(Wire, RejectsHugePayloadBeforeAllocating) {
+  FrameDecoder d;
+  std::vector<Message> got;
+  // 2^62 bytes: resizing would throw bad_alloc or kill the process; the check must come first.
+  EXPECT_FALSE(d.feed(header_with(0, 0, 4, std::uint64_t{1} << 62), got));
+  EXPECT_NE(d.error().find("over the limit"), std::string::npos);
+  FrameDecoder small(1000);
+  EXPECT_FALSE(small.feed(header_with(0, 0, 0, 1001), got));
+  EXPECT_FALSE(small.feed(std::vector<std::byte>(0), got));  // stays failed
+  EXPECT_TRUE(small.failed());
+}
+
+TEST(Wire, ByeEndsTheStream) {
+  FrameDecoder d;
+  std::vector<Message> got;
+  auto s = encode(make(1, 10));
+  const auto bye = encode_bye();
+  s.insert(s.end(), bye.begin(), bye.end());
+  EXPECT_TRUE(d.feed(s, got));
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_TRUE(d.saw_bye());
+  EXPECT_FALSE(d.feed(encode(make(2, 1)), got));  // nothing may follow a bye
+  EXPECT_EQ(got.size(), 1u);
+}
+
+// Property: any byte stream, random or a mutated valid one, fed in random pieces, ends either in
+// failure or in whole messages; never a crash, never a payload over the cap.
+TEST(Wire, PropertyRandomAndMutatedStreamsAreSafe) {
+  std::mt19937_64 rng(12345);
+  const auto valid = stream_of({make(1, 10), make(2, 0), make(3, 300), make(4, 5000)});
+  constexpr std::uint64_t kCap = 1u << 20;
+  int failures = 0;
+  int successes = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<std::byte> s;
+    if (trial % 2 == 0) {
+      s.resize(rng() % 200);
+      for (auto& b : s)
+        b = static_cast<std::byte>(rng());
+      // Bias towards plausible headers: a known kind and a small name length.
+      if (!s.empty()) s[0] = static_cast<std::byte>(rng() % 4);
+      if (s.size() > 3 && rng() % 2) s[2] = s[3] = std::byte{0};
+    } else {
+      s = valid;
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int f = 0; f < flips; ++f)
+        s[rng() % s.size()] = static_cast<std::byte>(rng());
+      if (rng() % 4 == 0) s.resize(rng() % s.size());
+    }
+    FrameDecoder d(kCap);
+    std::vector<Message> got;
+    std::size_t pos = 0;
+    bool ok = true;
+    while (pos < s.size() && ok) {
+      const std::size_t n = std::min<std::size_t>(s.size() - pos, 1 + rng() % 64);
+      ok = d.feed(std::span(s.data() + pos, n), got);
+      pos += n;
+    }
+    for (const auto& m : got) {
+      ASSERT_LE(m.payload.size(), kCap);
+      ASSERT_LE(m.header.name.size(), kMaxNameBytes);
+    }
+    (ok ? successes : failures)++;
+  }
+  EXPECT_GT(failures, 0);
+  EXPECT_GT(successes, 0);
+}
+
+}  // namespace
+}  // namespace kf::wire

@@ -1,0 +1,100 @@
+// Wire format of the socket transport. After the handshake, a connection carries frames in one
+// direction: a fixed 40-byte header, the name, then the payload. Integers are little-endian (every
+// supported host is). FrameDecoder is incremental: it validates each header before allocating
+// anything for it, and lets the reader receive large payloads straight into the Message.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/message.h"
+
+namespace kf::wire {
+
+inline constexpr std::size_t kHeaderBytes = 40;
+inline constexpr std::size_t kMaxNameBytes = 4096;
+inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 30;
+
+// Transport-level frame types: the message kinds, plus "bye" (an orderly close follows) and
+// "ack" (tag = the id of a lent payload the receiver has copied and the sender may free).
+inline constexpr std::uint8_t kFrameBye = 0xFF;
+inline constexpr std::uint8_t kFrameAck = 0xFE;
+// Transport-level frame bits.
+inline constexpr std::uint8_t kBitPhantom = 1u << 0;  // payload_len bytes are implied, not sent
+// The payload stays in the sender's memory: 16 bytes follow the name (u64 address, u64 lend id)
+// and the receiver copies it across processes (same host only), then acks the id.
+inline constexpr std::uint8_t kBitLent = 1u << 1;
+inline constexpr std::size_t kLentBytes = 16;
+
+struct Lent {
+  std::uint64_t address = 0;
+  std::uint64_t id = 0;
+};
+// A lent message the decoder produced: its payload is allocated but not filled yet.
+struct LentRef {
+  std::size_t index;  // into the decoder's output vector
+  Lent lent;
+};
+
+// Header of `message` followed by its name: what goes before the payload on the wire.
+std::vector<std::byte> encode_prefix(const Message& message);
+// The prefix of a message whose payload is lent rather than sent.
+std::vector<std::byte> encode_lent_prefix(const Message& message, Lent lent);
+std::vector<std::byte> encode_bye();
+std::vector<std::byte> encode_ack(std::uint64_t id);
+// Prefix + payload in one buffer (tests, fuzzing).
+std::vector<std::byte> encode(const Message& message);
+
+class FrameDecoder {
+ public:
+  // Largest payload accepted; a frame announcing more is a protocol error.
+  explicit FrameDecoder(std::uint64_t max_payload = kMaxPayloadBytes) : max_payload_(max_payload) {}
+
+  // Consumes bytes; complete messages are appended to `out`. Returns false (and stays failed) on
+  // a malformed frame; error() says why.
+  bool feed(std::span<const std::byte> bytes, std::vector<Message>& out);
+
+  // While a payload is being received: where the rest of it goes, so a reader can read into it
+  // directly; commit(n) after writing n bytes there. Empty otherwise.
+  std::span<std::byte> direct_target();
+  void commit(std::size_t n, std::vector<Message>& out);
+
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  bool saw_bye() const { return bye_; }
+  // Lent payloads and acks seen since the last take (indices refer to the `out` vector fed).
+  std::vector<LentRef> take_lent() { return std::exchange(lent_, {}); }
+  std::vector<std::uint64_t> take_acks() { return std::exchange(acks_, {}); }
+  // True between frames: nothing partial is buffered.
+  bool idle() const { return state_ == State::header && header_fill_ == 0; }
+
+ private:
+  enum class State { header, name, lent, payload, closed };
+  void after_name(std::vector<Message>& out);
+  bool take_header(std::vector<Message>& out);
+  void finish_message(std::vector<Message>& out);
+  bool fail(std::string why);
+
+  std::uint64_t max_payload_;
+  State state_ = State::header;
+  std::array<std::byte, kHeaderBytes> header_{};
+  std::size_t header_fill_ = 0;
+  std::size_t name_len_ = 0;
+  std::size_t payload_fill_ = 0;
+  Message current_;
+  std::string error_;
+  bool bye_ = false;
+  bool lent_frame_ = false;
+  std::array<std::byte, kLentBytes> lent_buf_{};
+  std::size_t lent_fill_ = 0;
+  std::vector<LentRef> lent_;
+  std::vector<std::uint64_t> acks_;
+};
+
+}  // namespace kf::wire
