@@ -67,5 +67,24 @@ else
   failures=$((failures + 1))
 fi
 
-echo "$((10 - failures)) passed, $failures failed"
+# An injected failure: the run ends early, survivors report the lost peer by name, exit 0.
+write fail.yaml <<'YAML'
+steps: 6
+topology: {kind: star, hosts: 3, link: {bandwidth: 10Gbps, mtu: 9000}}
+workload: {model: resnet56, device: v100, batch_per_worker: 16}
+strategy: STAR
+timeout: 2s
+events:
+  - fail: {worker: 2, at: {step: 3}}
+YAML
+if "$kfsim" "$work/fail.yaml" --quiet --out "$work/fail" && \
+   grep -q "fail,at" "$work/fail/events.csv" && \
+   grep -q "rank 2 (host2:10000)" "$work/fail/summary.json"; then
+  echo "ok   injected failure reported by the survivors"
+else
+  echo "FAIL injected failure"
+  failures=$((failures + 1))
+fi
+
+echo "$((11 - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
