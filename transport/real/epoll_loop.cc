@@ -67,11 +67,9 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
   bool earliest;
   {
     std::lock_guard lock(mu_);
-    id = ++next_timer_;
-    if (stopping_) return id;
+    if (stopping_) return 0;  // never fires; cancel(0) is harmless
     const TimePoint deadline = now() + delay;
-    timers_.emplace(std::make_pair(deadline, id), std::move(task));
-    deadlines_.emplace(id, deadline);
+    id = timers_.add(deadline, std::move(task));
     earliest = deadline < armed_;
   }
   if (earliest && !in_loop_thread()) wake();  // the loop re-arms the timerfd before it sleeps
@@ -80,10 +78,7 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
 
 void EpollLoop::cancel(TimerId id) {
   std::lock_guard lock(mu_);
-  const auto it = deadlines_.find(id);
-  if (it == deadlines_.end()) return;
-  timers_.erase({it->second, id});
-  deadlines_.erase(it);
+  timers_.cancel(id);
 }
 
 EpollLoop::WatchId EpollLoop::watch(int fd, std::uint32_t events, IoCallback callback) {
@@ -137,11 +132,8 @@ bool EpollLoop::run_ready_work() {
   if (stopping_) return false;
   batch.swap(tasks_);
   const TimePoint t = now();
-  while (!timers_.empty() && timers_.begin()->first.first <= t) {
-    auto node = timers_.extract(timers_.begin());
-    deadlines_.erase(node.key().second);
-    batch.push_back(std::move(node.mapped()));
-  }
+  while (auto due = timers_.pop_due(t))
+    batch.push_back(std::move(*due));
   lock.unlock();
   const bool ran = !batch.empty();
   for (auto& task : batch) {
@@ -164,7 +156,7 @@ void EpollLoop::run() {
     {
       std::lock_guard lock(mu_);
       if (stopping_) break;
-      next = timers_.empty() ? TimePoint::max() : timers_.begin()->first.first;
+      next = timers_.next_deadline();
       const bool busy = !tasks_.empty();
       if (next != armed_) {
         armed_ = next;
@@ -201,8 +193,7 @@ void EpollLoop::run() {
   }
   std::unique_lock lock(mu_);
   auto dropped_tasks = std::move(tasks_);
-  auto dropped_timers = std::move(timers_);
-  deadlines_.clear();
+  auto dropped_timers = timers_.take();
   lock.unlock();
 }
 

@@ -18,6 +18,7 @@
 
 #include "runtime/executor.h"
 #include "transport/real/fd.h"
+#include "transport/real/timer_queue.h"
 
 namespace kf {
 
@@ -72,9 +73,7 @@ class EpollLoop final : public Executor {
   Fd timer_fd_;  // timerfd: the earliest timer deadline
   mutable std::mutex mu_;
   std::deque<Task> tasks_;
-  std::map<std::pair<TimePoint, TimerId>, Task> timers_;
-  std::unordered_map<TimerId, TimePoint> deadlines_;
-  TimerId next_timer_ = 0;
+  TimerQueue timers_;
   bool stopping_ = false;
   TimePoint armed_ = TimePoint::max();
   // Loop thread only.

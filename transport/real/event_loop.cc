@@ -26,11 +26,8 @@ Executor::TimerId EventLoop::post_after(Duration delay, Task task) {
   TimerId id;
   {
     std::lock_guard lock(mu_);
-    id = ++next_timer_;
-    if (stopping_) return id;
-    const TimePoint deadline = now() + delay;
-    timers_.emplace(std::make_pair(deadline, id), std::move(task));
-    deadlines_.emplace(id, deadline);
+    if (stopping_) return 0;  // never fires; cancel(0) is harmless
+    id = timers_.add(now() + delay, std::move(task));
   }
   wake_.notify_one();
   return id;
@@ -38,10 +35,7 @@ Executor::TimerId EventLoop::post_after(Duration delay, Task task) {
 
 void EventLoop::cancel(TimerId id) {
   std::lock_guard lock(mu_);
-  const auto it = deadlines_.find(id);
-  if (it == deadlines_.end()) return;
-  timers_.erase({it->second, id});
-  deadlines_.erase(it);
+  timers_.cancel(id);
 }
 
 void EventLoop::stop() {
@@ -59,13 +53,10 @@ void EventLoop::run() {
     if (!tasks_.empty()) {
       task = std::move(tasks_.front());
       tasks_.pop_front();
-    } else if (!timers_.empty() && timers_.begin()->first.first <= now()) {
-      auto node = timers_.extract(timers_.begin());
-      deadlines_.erase(node.key().second);
-      task = std::move(node.mapped());
-    } else if (!timers_.empty()) {
-      const auto wait = timers_.begin()->first.first - now();
-      wake_.wait_for(lock, wait);
+    } else if (auto due = timers_.pop_due(now())) {
+      task = std::move(*due);
+    } else if (const TimePoint next = timers_.next_deadline(); next != TimePoint::max()) {
+      wake_.wait_for(lock, next - now());
       continue;
     } else {
       wake_.wait(lock);
@@ -78,8 +69,7 @@ void EventLoop::run() {
   }
   // Destroy what was dropped outside the lock: a capture's destructor may post.
   auto dropped_tasks = std::move(tasks_);
-  auto dropped_timers = std::move(timers_);
-  deadlines_.clear();
+  auto dropped_timers = timers_.take();
   lock.unlock();
 }
 

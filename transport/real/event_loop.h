@@ -5,14 +5,13 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 
 #include "runtime/executor.h"
+#include "transport/real/timer_queue.h"
 
 namespace kf {
 
@@ -50,10 +49,7 @@ class EventLoop final : public Executor {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Task> tasks_;
-  // Ordered by (deadline, id) so equal deadlines fire in the order they were set.
-  std::map<std::pair<TimePoint, TimerId>, Task> timers_;
-  std::unordered_map<TimerId, TimePoint> deadlines_;
-  TimerId next_timer_ = 0;
+  TimerQueue timers_;
   bool stopping_ = false;
   std::thread thread_;  // last: starts after everything above exists
 };
