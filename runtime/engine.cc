@@ -191,7 +191,7 @@ void Engine::on_p2p_request(int source, Message request) {
   reply.header.tag = request.header.tag;
   if (blob) {
     reply.header.version = blob->version;
-    reply.payload = Payload(*blob->bytes);
+    reply.payload = Payload::copy_of(blob->bytes->data(), blob->bytes->size());
   } else {
     reply.header.flags = kFlagNotFound;
     reply.header.version = request.header.version;

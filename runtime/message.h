@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,10 +31,37 @@ struct MessageHeader {
   std::uint64_t version = 0;  // p2p: blob version asked for (0 = latest) or returned
 };
 
+// Leaves new elements uninitialised: a payload is always overwritten right away (received into or
+// copied into), and zero-filling it first would be one more pass over every byte moved.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT: rebinding
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+using PayloadBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
+
 class Payload {
  public:
   Payload() = default;
-  explicit Payload(std::vector<std::byte> bytes) : bytes_(std::move(bytes)) {}
+  explicit Payload(PayloadBytes bytes) : bytes_(std::move(bytes)) {}
+  explicit Payload(const std::vector<std::byte>& bytes) : bytes_(bytes.begin(), bytes.end()) {}
+  static Payload copy_of(const std::byte* data, std::size_t size) {
+    return Payload(PayloadBytes(data, data + size));
+  }
   static Payload phantom(std::size_t size) {
     Payload p;
     p.phantom_size_ = size;
@@ -43,10 +72,10 @@ class Payload {
   std::size_t size() const { return is_phantom() ? phantom_size_ : bytes_.size(); }
   const std::byte* data() const { return bytes_.data(); }
   std::byte* data() { return bytes_.data(); }
-  std::vector<std::byte>& bytes() { return bytes_; }
+  PayloadBytes& bytes() { return bytes_; }
 
  private:
-  std::vector<std::byte> bytes_;
+  PayloadBytes bytes_;
   std::size_t phantom_size_ = 0;
 };
 

@@ -8,7 +8,7 @@ namespace kf {
 
 Payload payload_of(ConstBufferView view) {
   if (view.is_phantom()) return Payload::phantom(view.size_bytes());
-  return Payload(std::vector<std::byte>(view.data(), view.data() + view.size_bytes()));
+  return Payload::copy_of(view.data(), view.size_bytes());
 }
 
 Message collective_message(const std::string& name, std::size_t chunk, std::uint32_t step,

@@ -49,8 +49,8 @@ void P2PRequest::on_message(int /*source*/, Message message) {
     return;
   }
   result_->version = message.header.version;
-  result_->bytes =
-      std::make_shared<const std::vector<std::byte>>(std::move(message.payload.bytes()));
+  const auto& bytes = message.payload.bytes();
+  result_->bytes = std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end());
   finish();
 }
 
