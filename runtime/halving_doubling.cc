@@ -75,8 +75,8 @@ void HalvingDoublingAllreduce::send_step(std::size_t index, Slice& s, std::uint3
     const int distance = pow2_ >> step;
     const bool keep_lower = (virtual_ & distance) == 0;
     s.history.push_back(s.mine);
-    const Range give = halve(s, step, !keep_lower);
-    s.mine = halve(s, step, keep_lower);
+    const Range give = halve(s, !keep_lower);
+    s.mine = halve(s, keep_lower);
     engine().send(rank_of_virtual(virtual_ ^ distance),
                   collective_message(name(), index, step, view(give)));
     return;
@@ -91,8 +91,7 @@ void HalvingDoublingAllreduce::send_step(std::size_t index, Slice& s, std::uint3
   slice_done(s);
 }
 
-// keep == true: the lower half of the current range, else the upper half.
-Range HalvingDoublingAllreduce::halve(const Slice& s, std::uint32_t, bool lower) const {
+Range HalvingDoublingAllreduce::halve(const Slice& s, bool lower) const {
   const std::size_t half = s.mine.count / 2;
   if (lower) return {s.mine.first, half};
   return {s.mine.first + half, s.mine.count - half};

@@ -46,7 +46,7 @@ class HalvingDoublingAllreduce final : public Operation {
   void send_step(std::size_t index, Slice& s, std::uint32_t step);
   bool apply(std::size_t index, Slice& s, std::uint32_t step, const Payload& p);
   void slice_done(Slice& s);
-  Range halve(const Slice& s, std::uint32_t step, bool lower) const;
+  Range halve(const Slice& s, bool lower) const;  // the lower or upper half of s.mine
 
   int n_;
   int rank_;
