@@ -162,6 +162,30 @@ TEST(SimTheory, StarIsBoundByTheRootLink) {
   EXPECT_NEAR(simulated_seconds(n, StrategyName::star, kBytes, 64 << 10), bound, 0.10 * bound);
 }
 
+// ---- leaf-spine: every spine carries traffic ----
+
+TEST(SimLeafSpine, TrafficToDifferentDestinationsUsesEverySpine) {
+  const LinkSpec fast{.bandwidth_bps = 10e9, .latency = 5us, .mtu = 9000, .queue_packets = 1000};
+  const LinkSpec uplink{.bandwidth_bps = 1e9, .latency = 5us, .mtu = 9000, .queue_packets = 1000};
+  double seconds[2] = {0, 0};
+  for (int spines : {1, 2}) {
+    Ns3World world(leaf_spine_topology(2, spines, 2, 1, fast, uplink, fast), {.seed = 1});
+    int left = 2;
+    world.executor().post([&] {
+      const auto done = [&] {
+        if (--left == 0) world.stop();
+      };
+      world.send_bulk("w0", "w2", 100'000'000, done);
+      world.send_bulk("w1", "w3", 100'000'000, done);
+    });
+    world.run();
+    seconds[spines - 1] = to_seconds(world.now().time_since_epoch());
+  }
+  // One spine: both flows share one 1 Gbps uplink (1.6 s); two: one uplink each (0.8 s).
+  EXPECT_NEAR(seconds[0], 1.6, 0.16);
+  EXPECT_NEAR(seconds[1], 0.8, 0.08);
+}
+
 // ---- determinism ----
 
 std::string slurp(const std::filesystem::path& p) {

@@ -142,6 +142,7 @@ class Ns3World::Impl {
   void on_readable(Connection& c);
   void lost(int observer, int peer, const std::string& why);
   void pace(int id);
+  void spread_over_spines();
 
   SimExecutor executor;
   std::vector<std::unique_ptr<Link>> links;
@@ -213,6 +214,7 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     link_devices.push_back(devices);
   }
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+  spread_over_spines();
 
   const int n = static_cast<int>(topo.worker_node.size());
   failed.assign(static_cast<std::size_t>(n), false);
@@ -249,6 +251,70 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
                                         }));
             }));
     listeners.push_back(listener);
+  }
+}
+
+// Global routing sends everything between two leaves over one spine, which would make every
+// other spine idle. Per-packet ECMP would reorder TCP; instead each leaf gets a host route per
+// remote destination, spread over the spines by destination (deterministic, flow-consistent).
+void Ns3World::Impl::spread_over_spines() {
+  using namespace ns3;
+  std::vector<int> spines;
+  for (std::size_t i = 0; i < topo.nodes.size(); ++i) {
+    if (topo.nodes[i].kind == NodeKind::switch_ && topo.nodes[i].name.rfind("spine", 0) == 0) {
+      spines.push_back(static_cast<int>(i));
+    }
+  }
+  if (spines.size() < 2) return;
+  // leaf -> (spine -> the leaf's interface toward it and the spine's address on that link)
+  struct Uplink {
+    std::uint32_t interface;
+    Ipv4Address next_hop;
+  };
+  std::map<int, std::map<int, Uplink>> uplinks;
+  for (std::size_t li = 0; li < topo.links.size(); ++li) {
+    const auto& l = topo.links[li];
+    for (int end = 0; end < 2; ++end) {
+      const int leaf = end == 0 ? l.a : l.b;
+      const int spine = end == 0 ? l.b : l.a;
+      if (topo.nodes[static_cast<std::size_t>(leaf)].name.rfind("leaf", 0) != 0) continue;
+      if (std::find(spines.begin(), spines.end(), spine) == spines.end()) continue;
+      Ptr<Ipv4> leaf_ip = nodes.Get(static_cast<std::uint32_t>(leaf))->GetObject<Ipv4>();
+      Ptr<Ipv4> spine_ip = nodes.Get(static_cast<std::uint32_t>(spine))->GetObject<Ipv4>();
+      const auto leaf_if = static_cast<std::uint32_t>(
+          leaf_ip->GetInterfaceForDevice(link_devices[li].Get(static_cast<std::uint32_t>(end))));
+      const auto spine_if = static_cast<std::uint32_t>(spine_ip->GetInterfaceForDevice(
+          link_devices[li].Get(static_cast<std::uint32_t>(1 - end))));
+      uplinks[leaf][spine] = {leaf_if, spine_ip->GetAddress(spine_if, 0).GetLocal()};
+    }
+  }
+  // Which leaf each worker hangs under: walk up from the worker (through its host node).
+  const auto leaf_of = [this](int node) {
+    for (int hops = 0; hops < 3; ++hops) {
+      if (topo.nodes[static_cast<std::size_t>(node)].name.rfind("leaf", 0) == 0) return node;
+      for (const auto& l : topo.links) {
+        const int other = l.a == node ? l.b : (l.b == node ? l.a : -1);
+        if (other < 0) continue;
+        const auto& k = topo.nodes[static_cast<std::size_t>(other)];
+        if (k.kind != NodeKind::worker && k.name.rfind("spine", 0) != 0) {
+          node = other;
+          break;
+        }
+      }
+    }
+    return topo.nodes[static_cast<std::size_t>(node)].name.rfind("leaf", 0) == 0 ? node : -1;
+  };
+  Ipv4StaticRoutingHelper helper;
+  for (std::size_t r = 0; r < topo.worker_node.size(); ++r) {
+    const int node = topo.worker_node[r];
+    const int home = leaf_of(node);
+    const Ipv4Address dst = node_address[static_cast<std::size_t>(node)];
+    for (auto& [leaf, by_spine] : uplinks) {
+      if (leaf == home || by_spine.size() != spines.size()) continue;
+      const Uplink& up = by_spine.at(spines[r % spines.size()]);
+      helper.GetStaticRouting(nodes.Get(static_cast<std::uint32_t>(leaf))->GetObject<Ipv4>())
+          ->AddHostRouteTo(dst, up.next_hop, up.interface);
+    }
   }
 }
 
