@@ -99,6 +99,11 @@ for attempt in 1 2 3; do
   [[ "$wrong" == 0 ]] || { echo "FAIL: $wrong wrong elements"; exit 1; }
   ratio="$(awk -v b="$busbw" -v l="$LINE_GBPS" 'BEGIN { printf "%.3f", b / l }')"
   echo "attempt $attempt: 64 MiB RING_RS_AG allreduce over 4 namespaces: busbw $busbw GB/s = $ratio of 1 Gbit/s"
+  if [[ -n "${KF_SANITIZED:-}" ]]; then
+    # An instrumented build cannot keep up with the line; only the result is checked there.
+    echo "sanitizer build ($KF_SANITIZED): result correct, speed not judged"
+    exit 0
+  fi
   if awk -v r="$ratio" 'BEGIN { exit !(r >= 0.85 && r <= 1.0) }'; then
     echo PASS
     exit 0
