@@ -6,11 +6,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "transport/real/config_server.h"
 #include "transport/real/flags.h"
 #include "transport/real/launch_plan.h"
 #include "transport/real/supervisor.h"
@@ -36,7 +39,8 @@ int main(int argc, char** argv) {
                "prefix worker output with [ip.port::stdout] (default; -v=false: off)");
   app.add_flag("--w", watch, "elastic mode (arrives with the elastic issue)");
   app.add_option("--config-server", config_server, "config server URL (elastic mode)");
-  app.add_option("--builtin-config-port", builtin_config_port, "run a config server (elastic)");
+  app.add_option("--builtin-config-port", builtin_config_port,
+                 "serve the planned cluster on this port (a config server for the workers)");
   app.prefix_command();  // everything from the worker program on is the worker's
   app.footer("Everything from the first non-flag word on is the worker command.");
   auto args = kf::go_style_args(argc, argv);
@@ -51,10 +55,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (watch || !config_server.empty() || builtin_config_port != 0) {
+    if (watch || !config_server.empty()) {
       std::fprintf(stderr,
-                   "[kfrun] -w / -config-server / -builtin-config-port are accepted; elastic mode "
-                   "arrives with the adaptation issue, running with a fixed cluster\n");
+                   "[kfrun] -w / -config-server are accepted; elastic watching arrives with the "
+                   "adaptation issue, running with a fixed cluster\n");
+    }
+    if (builtin_config_port < 0 || builtin_config_port > 65535) {
+      throw std::invalid_argument(
+          fmt::format("-builtin-config-port {}: must be 1..65535", builtin_config_port));
     }
     std::vector<kf::HostSlots> hosts;
     if (!hostfile.empty()) {
@@ -78,6 +86,21 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("-strategy " + strategy + ": unknown");
     }
     const auto cluster = kf::plan_cluster(hosts, np, kf::parse_port_range(port_range));
+    // -builtin-config-port: this runner serves the planned cluster and its workers are told so.
+    std::optional<kf::ConfigServer> builtin_server;
+    if (builtin_config_port != 0) {
+      const char* secret = std::getenv("KUNGFU_SECRET");
+      builtin_server.emplace(
+          kf::ConfigServerOptions{.addr = "0.0.0.0",
+                                  .port = static_cast<std::uint16_t>(builtin_config_port),
+                                  .token = secret != nullptr ? secret : "",
+                                  .initial = cluster});
+      config_server = fmt::format("http://{}:{}/config", self, builtin_config_port);
+      if (!quiet) {
+        std::fprintf(stderr, "[kfrun] config server on %s (cluster version %llu)\n",
+                     config_server.c_str(), static_cast<unsigned long long>(cluster.version()));
+      }
+    }
     const auto workers = kf::local_workers(cluster, self, strategy, config_server);
     if (workers.empty()) {
       throw std::invalid_argument(fmt::format("no workers on this host ({}) in {}", self,

@@ -42,6 +42,39 @@ ClusterSpec ClusterSpec::local(int n, std::uint16_t base_port) {
                      std::move(workers));
 }
 
+ClusterSpec ClusterSpec::resized(int n, std::uint16_t first_port, int max_per_host) const {
+  if (n < 1) throw std::invalid_argument("resize: a cluster needs at least 1 worker, asked for " + std::to_string(n));
+  std::vector<PeerID> workers = workers_;
+  if (n <= size()) {
+    workers.resize(static_cast<std::size_t>(n));
+    return ClusterSpec(version_, runners_, std::move(workers));
+  }
+  if (runners_.empty()) throw std::invalid_argument("resize: no runners to start workers on");
+  while (static_cast<int>(workers.size()) < n) {
+    const PeerID* best = nullptr;
+    int best_count = 0;
+    for (const auto& r : runners_) {
+      const auto count = static_cast<int>(std::count_if(
+          workers.begin(), workers.end(), [&](const PeerID& w) { return w.host == r.host; }));
+      if (max_per_host > 0 && count >= max_per_host) continue;
+      if (best == nullptr || count < best_count) {
+        best = &r;
+        best_count = count;
+      }
+    }
+    if (best == nullptr) {
+      throw std::invalid_argument("resize: no room for " + std::to_string(n) + " workers (" +
+                                  std::to_string(runners_.size()) + " runners x " +
+                                  std::to_string(max_per_host) + " slots)");
+    }
+    std::uint16_t port = first_port;
+    for (const auto& w : workers)
+      if (w.host == best->host && w.port >= port) port = static_cast<std::uint16_t>(w.port + 1);
+    workers.push_back({best->host, port});
+  }
+  return ClusterSpec(version_, runners_, std::move(workers));
+}
+
 ClusterSpec ClusterSpec::from_proto(const proto::ClusterSpec& p) {
   auto convert = [](const auto& list) {
     std::vector<PeerID> out;

@@ -44,6 +44,13 @@ class ClusterSpec {
   int size() const { return static_cast<int>(workers_.size()); }
   const PeerID& worker(int rank) const { return workers_.at(static_cast<std::size_t>(rank)); }
 
+  // KungFu's resize proposal. Shrinking drops the last workers; growing adds each new worker to
+  // the runner with the fewest workers (the first such in runner order), on the port after that
+  // host's highest, or `first_port` on a host with none, so survivors keep their ranks. At most
+  // `max_per_host` workers per host (0: no limit). The version is kept: the config server bumps
+  // it. Throws std::invalid_argument for n < 1 or when the runners have no room.
+  ClusterSpec resized(int n, std::uint16_t first_port, int max_per_host = 0) const;
+
   std::optional<int> rank_of(const PeerID& id) const;
   int local_rank(int rank) const;  // index among the workers on the same host
   int local_size(int rank) const;  // workers on the same host

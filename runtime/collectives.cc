@@ -274,4 +274,18 @@ void request_blob(Engine& engine, RequestOptions o, BlobCallback done) {
   start_with_timeout(engine, std::move(op), o.timeout);
 }
 
+void ping(Engine& engine, PingOptions o, PingCallback done) {
+  if (o.peer < 0 || o.peer >= engine.size() || o.peer == engine.rank()) {
+    engine.reject([done](Status s) { done(std::move(s), Duration::zero()); },
+                  bad_argument("ping", "", engine.rank(),
+                               fmt::format("peer {} is not another rank of 0..{}", o.peer,
+                                           engine.size() - 1)));
+    return;
+  }
+  auto rtt = std::make_shared<Duration>(Duration::zero());
+  auto op = std::make_unique<PingOp>(engine, engine.next_request_id(), o.peer, rtt,
+                                     [rtt, done = std::move(done)](Status s) { done(s, *rtt); });
+  start_with_timeout(engine, std::move(op), o.timeout);
+}
+
 }  // namespace kf

@@ -19,6 +19,7 @@
 #include "runtime/engine.h"
 #include "runtime/operation.h"
 #include "runtime/p2p_request.h"
+#include "runtime/ping.h"
 #include "runtime/reduce.h"
 
 namespace kf {
@@ -101,5 +102,13 @@ struct RequestOptions {
   Duration timeout{0};
 };
 void request_blob(Engine& engine, RequestOptions options, BlobCallback done);
+
+// Round-trip time to another peer (a latency probe; the peer's engine answers at once).
+struct PingOptions {
+  int peer = 0;
+  Duration timeout{0};
+};
+using PingCallback = std::function<void(Status, Duration round_trip)>;
+void ping(Engine& engine, PingOptions options, PingCallback done);
 
 }  // namespace kf

@@ -29,6 +29,8 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
     throw std::invalid_argument("engine: timeout must be positive");
   }
   set_strategy(make_strategy(options_.strategy, cluster_.host_of()));
+  egress_bytes_.assign(static_cast<std::size_t>(cluster_.size()), 0);
+  ingress_bytes_.assign(static_cast<std::size_t>(cluster_.size()), 0);
   transport_.set_handlers({
       .on_message = [this](int source, Message m) { on_message(source, std::move(m)); },
       .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },
@@ -163,12 +165,33 @@ void Engine::fail(const std::string& name, Status status) {
 }
 
 void Engine::send(int destination, Message message) {
+  message.header.cluster_version = cluster_.version();
+  if (destination >= 0 && destination < size())
+    egress_bytes_[static_cast<std::size_t>(destination)] += message.payload.size();
   transport_.send(destination, std::move(message));
 }
 
 void Engine::on_message(int source, Message message) {
+  const std::uint64_t version = message.header.cluster_version;
+  if (version != 0 && version < cluster_.version()) {
+    ++stale_messages_;
+    return;
+  }
+  if (version > cluster_.version()) {
+    newer_.emplace_back(source, std::move(message));
+    return;
+  }
+  if (source >= 0 && source < size())
+    ingress_bytes_[static_cast<std::size_t>(source)] += message.payload.size();
   if (message.header.kind == MessageKind::p2p_request) {
     on_p2p_request(source, std::move(message));
+    return;
+  }
+  if (message.header.kind == MessageKind::ping) {
+    Message pong;
+    pong.header = message.header;
+    pong.header.kind = MessageKind::pong;
+    send(source, std::move(pong));
     return;
   }
   const std::string name = message.header.name;

@@ -12,6 +12,8 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "runtime/cluster_spec.h"
 #include "runtime/executor.h"
@@ -61,6 +63,17 @@ class Engine {
   void reject(DoneCallback done, Status status);
   void send(int destination, Message message);
 
+  // Bytes this peer sent to / received from each rank (payloads), for monitoring.
+  const std::vector<std::uint64_t>& egress_bytes() const { return egress_bytes_; }
+  const std::vector<std::uint64_t>& ingress_bytes() const { return ingress_bytes_; }
+  // Messages from an older cluster version, dropped on arrival.
+  std::uint64_t stale_messages() const { return stale_messages_; }
+
+  // Elastic membership: messages that arrived from a newer cluster version (a peer that switched
+  // first), for the engine that replaces this one; it takes them with deliver().
+  std::vector<std::pair<int, Message>> take_newer_messages() { return std::move(newer_); }
+  void deliver(int source, Message message) { on_message(source, std::move(message)); }
+
   std::size_t in_flight() const { return active_.size(); }
   std::size_t mailbox_size() const;
   // "rank 2 (127.0.0.1:10002)"
@@ -90,6 +103,10 @@ class Engine {
   std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
   std::unordered_map<std::string, std::deque<Stashed>> mailbox_;
   std::map<int, Status> lost_peers_;
+  std::vector<std::uint64_t> egress_bytes_;
+  std::vector<std::uint64_t> ingress_bytes_;
+  std::uint64_t stale_messages_ = 0;
+  std::vector<std::pair<int, Message>> newer_;
   BlobStore blobs_;
   std::uint64_t serials_ = 0;
   std::uint64_t request_ids_ = 0;

@@ -17,6 +17,8 @@ enum class MessageKind : std::uint8_t {
   collective = 0,    // one piece of a named collective: matched by (source, name, chunk, step)
   p2p_request = 1,   // "send me blob `name` at version `tag`" (tag 0 = latest)
   p2p_response = 2,  // the reply; flags say whether the blob was found
+  ping = 3,          // "answer at once": latency probes for monitoring (tag = probe id)
+  pong = 4,          // the answer, same name and tag
 };
 
 inline constexpr std::uint32_t kFlagNotFound = 1u << 0;
@@ -29,6 +31,11 @@ struct MessageHeader {
   std::uint32_t step = 0;     // which algorithm step (e.g. reduce = 0 / broadcast = 1 for graphs)
   std::uint64_t tag = 0;      // p2p: request id; otherwise unused
   std::uint64_t version = 0;  // p2p: blob version asked for (0 = latest) or returned
+  // The sender's cluster version (elastic membership). Not on the wire: a real connection belongs
+  // to one cluster version (the handshake checks it), so frames decode with 0 = "the
+  // connection's". Worlds that hand Messages over directly keep it, and the engine drops stale
+  // ones and keeps newer ones for its successor.
+  std::uint64_t cluster_version = 0;
 };
 
 // Leaves new elements uninitialised: a payload is always overwritten right away (received into or

@@ -83,11 +83,17 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(s.optimizer, "ssgd");
   EXPECT_EQ(s.chunk_bytes, 512u << 10);
   EXPECT_EQ(s.timeout, seconds(90));
-  EXPECT_EQ(s.policy, "none");
+  ASSERT_EQ(s.policies.size(), 1u);
+  EXPECT_EQ(s.policies[0].name, "adaptive_strategy");
+  EXPECT_EQ(s.policies[0].params.size(), 3u);
+  EXPECT_EQ(s.elastic.initial_workers, 4);
+  EXPECT_EQ(s.elastic.config_latency, std::chrono::milliseconds(2));
+  EXPECT_EQ(s.elastic.spawn_delay, seconds(3));
+  EXPECT_EQ(s.ping_every, 10);
 
   ASSERT_EQ(s.events.size(), 5u);
   const auto& c = std::get<ContentionEvent>(s.events[0].what);
-  EXPECT_EQ(s.events[0].label, "contention#1 (line 25)");
+  EXPECT_EQ(s.events[0].label, "contention#1 (line 28)");
   EXPECT_EQ(c.from, "host0");
   EXPECT_EQ(c.to, "outside");
   ASSERT_TRUE(c.rate_bps);
@@ -99,7 +105,7 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(c.stop->step, 45);
 
   const auto& st = std::get<StragglerEvent>(s.events[1].what);
-  EXPECT_EQ(s.events[1].label, "straggler#1 (line 26)");
+  EXPECT_EQ(s.events[1].label, "straggler#1 (line 29)");
   EXPECT_EQ(st.worker, 2);
   EXPECT_DOUBLE_EQ(st.factor, 3);
   EXPECT_EQ(st.start.time, milliseconds(1500));
@@ -108,19 +114,19 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(st.stop->time, milliseconds(2500));
 
   const auto& l = std::get<LinkEvent>(s.events[2].what);
-  EXPECT_EQ(s.events[2].label, "link#1 (line 27)");
+  EXPECT_EQ(s.events[2].label, "link#1 (line 30)");
   EXPECT_EQ(l.link, "host1-switch");
   EXPECT_EQ(l.bandwidth_bps, 100e6);
   EXPECT_EQ(l.latency, milliseconds(1));
   EXPECT_EQ(l.at.time, seconds(5));
 
   const auto& f = std::get<FailEvent>(s.events[3].what);
-  EXPECT_EQ(s.events[3].label, "fail#1 (line 28)");
+  EXPECT_EQ(s.events[3].label, "fail#1 (line 31)");
   EXPECT_EQ(f.worker, 7);
   EXPECT_EQ(f.at.step, 20);
 
   const auto& c2 = std::get<ContentionEvent>(s.events[4].what);
-  EXPECT_EQ(s.events[4].label, "contention#2 (line 29)");
+  EXPECT_EQ(s.events[4].label, "contention#2 (line 32)");
   EXPECT_EQ(c2.from, "w1");
   EXPECT_EQ(c2.to, "host3");
   EXPECT_FALSE(c2.rate_bps);
@@ -160,7 +166,7 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(s.chunk_bytes, d.chunk_bytes);
   EXPECT_EQ(s.chunk_bytes, 1u << 20);
   EXPECT_EQ(s.timeout, seconds(60));
-  EXPECT_EQ(s.policy, "none");
+  EXPECT_TRUE(s.policies.empty());
   EXPECT_TRUE(s.events.empty());
 
   // A partial link keeps the other defaults; "policy: none", "fusion: 0", an empty list.
@@ -350,9 +356,35 @@ TEST(ScenarioErrors, NamedValues) {
   expect_parse_error(kBase + "optimizer: sma\n", 3, 12,
                      "optimizer: 'sma' arrives with the training issue (issue 6)");
   expect_parse_error(kBase + "policy: greedy\n", 3, 9,
-                     "policy: policies arrive with the adaptation issue (issue 5)");
-  expect_parse_error(kBase + "policy: {kind: greedy, threshold: 2}\n", 3, 16,
-                     "policy.kind: policies arrive with the adaptation issue (issue 5)");
+                     "policy: unknown policy 'greedy' (known: adaptive_strategy,");
+  expect_parse_error(kBase + "policy: {name: adaptive_strategy, threshold: 2}\n", 3, 9,
+                     "policy: policy adaptive_strategy: interference: threshold must be in (0, 1)");
+  expect_parse_error(kBase + "policy: [none, {name: adaptive_strategy, treshold: 0.5}]\n", 3, 16,
+                     "policy[1]: policy adaptive_strategy: unknown parameter 'treshold' (accepted:");
+  expect_parse_error(kBase + "policy: {name: scheduled_resize, schedule: '5:x'}\n", 3, 9,
+                     "'5:x' is not step:size");
+  expect_parse_error(kBase + "policy: {threshold: 2}\n", 3, 9, "missing required key 'name'");
+  expect_parse_error(kBase + "policy: {name: adaptive_strategy, alternative: mts}\n", 3, 9,
+                     "parameter 'alternative': 'mts' is not star, mst or a strategy name");
+  expect_parse_error(kBase + "elastic: {initial_workers: 0}\n", 3, 28,
+                     "elastic.initial_workers: must be between 1 and");
+  expect_parse_error(kBase + "elastic: {spawn: 1s}\n", 3, 11, "unknown key 'spawn' in elastic");
+  expect_parse_error("steps: 1\ntopology: {hosts: 1, host_qdisc: red}\n", 2, 34,
+                     "topology.host_qdisc: unknown qdisc 'red' (known: fq_codel, none)");
+  {
+    const Scenario p = parse_scenario(
+        "steps: 2\ntopology: {hosts: 4, host_qdisc: fq_codel}\nelastic: {initial_workers: 2, "
+        "spawn_delay: 500ms}\nmonitoring: {ping_every: 5}\npolicy:\n  - adaptive_strategy\n"
+        "  - {name: scheduled_resize, schedule: \"3:4,6:2\"}\n",
+        "s.yaml");
+    ASSERT_EQ(p.policies.size(), 2u);
+    EXPECT_EQ(p.policies[0].name, "adaptive_strategy");
+    EXPECT_EQ(p.policies[1].params.at(0).second, "3:4,6:2");
+    EXPECT_EQ(p.elastic.initial_workers, 2);
+    EXPECT_EQ(p.elastic.spawn_delay, std::chrono::milliseconds(500));
+    EXPECT_EQ(p.ping_every, 5);
+    EXPECT_TRUE(p.topology.host_fq_codel);
+  }
   expect_parse_error(kBase + "workload: {model: resnet51}\n", 3, 19,
                      "workload.model: unknown model 'resnet51'");
   expect_parse_error(kBase + "workload: {device: tpu}\n", 3, 20,

@@ -13,7 +13,7 @@ namespace {
 
 Message make(std::uint32_t i, std::size_t payload) {
   Message m;
-  m.header.kind = static_cast<MessageKind>(i % 3);
+  m.header.kind = static_cast<MessageKind>(i % 5);
   m.header.flags = i * 7;
   m.header.name = "grad/" + std::to_string(i);
   m.header.chunk = i;

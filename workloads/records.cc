@@ -60,6 +60,20 @@ void RunRecorder::worker_finished(int rank, const Status& status, TimePoint at) 
   if (on_worker_finished) on_worker_finished(rank, status, at);
 }
 
+void RunRecorder::adapted(int rank, std::int64_t step, const std::string& kind,
+                          const std::string& detail, TimePoint at) {
+  // Cluster-wide changes happen on every worker at once: rank 0 speaks for them. Joins, departures
+  // and warnings are each worker's own.
+  const bool own = kind == "joined" || kind == "detached" || kind == "warning";
+  if (rank != 0 && !own) return;
+  add_event({.time = at,
+             .kind = kind,
+             .phase = "at",
+             .label = fmt::format("step {}", step),
+             .detail = detail});
+  if (!own) adaptations_.push_back({step, kind, detail});
+}
+
 void RunRecorder::add_event(EventRecord event) {
   events_.push_back(std::move(event));
 }
@@ -133,9 +147,36 @@ nlohmann::json RunRecorder::summary(nlohmann::json run,
         b > 0 ? nlohmann::json(throughput(during) / b) : nlohmann::json(nullptr);
     e["after_over_before"] =
         b > 0 && !after.empty() ? nlohmann::json(throughput(after) / b) : nlohmann::json(nullptr);
+    // The first adaptation while the window is open: how many steps it took, and how much of the
+    // throughput from before it won back for the rest of the window.
+    if (!during.empty()) {
+      const std::int64_t first = during.front().step;
+      const auto adaptation = std::find_if(adaptations_.begin(), adaptations_.end(), [&](const Adaptation& a) {
+        return a.step >= first && (a.step <= during.back().step);
+      });
+      if (adaptation != adaptations_.end()) {
+        // From the step after the first one run adapted: that one is a transition (bytes of the
+        // old paths still queued, new connections opening).
+        std::vector<ClusterStep> recovered;
+        for (const auto& st : during)
+          if (st.step > adaptation->step) recovered.push_back(st);
+        e["adaptation"] = {{"step", adaptation->step},
+                           {"kind", adaptation->kind},
+                           {"detail", adaptation->detail},
+                           {"steps_from_start", adaptation->step - first},
+                           {"recovered", part(recovered)},
+                           {"recovered_over_before",
+                            b > 0 && !recovered.empty() ? nlohmann::json(throughput(recovered) / b)
+                                                        : nlohmann::json(nullptr)}};
+      }
+    }
     events.push_back(std::move(e));
   }
   j["events"] = std::move(events);
+  nlohmann::json adaptations = nlohmann::json::array();
+  for (const auto& a : adaptations_)
+    adaptations.push_back({{"step", a.step}, {"kind", a.kind}, {"detail", a.detail}});
+  j["adaptations"] = std::move(adaptations);
   j["errors"] = errors_;
   return j;
 }
@@ -150,14 +191,24 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
   {
     const auto path = root / "steps.csv";
     auto out = open_for_write(path);
-    out << "rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size\n";
+    out << "rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size,"
+           "batch,lr,comm_bytes,comm_span_s,comm_Bps,egress_bps,ingress_bps,max_latency_s,"
+           "policy_sums,actions\n";
     for (const auto& s : steps_) {
       const double total = to_seconds(s.end - s.begin);
-      out << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{}\n", s.rank, s.step,
-                         seconds(s.begin), seconds(s.end), to_seconds(s.compute_end - s.begin),
-                         to_seconds(s.end - s.compute_end), s.samples,
-                         total > 0 ? static_cast<double>(s.samples) / total : 0.0,
-                         csv_text(s.strategy), s.cluster_size);
+      const StepMetrics& m = s.metrics;
+      double max_latency = -1;
+      for (double l : m.latency_seconds)
+        max_latency = std::max(max_latency, l);
+      out << fmt::format(
+          "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{},{},{:g},{},{:.9f},{:.1f},{:.1f},{:.1f},"
+          "{:.9f},{},{}\n",
+          s.rank, s.step, seconds(s.begin), seconds(s.end), to_seconds(s.compute_end - s.begin),
+          to_seconds(s.end - s.compute_end), s.samples,
+          total > 0 ? static_cast<double>(s.samples) / total : 0.0, csv_text(s.strategy),
+          s.cluster_size, m.batch_per_worker, m.learning_rate, m.collective_bytes,
+          m.collective_span_seconds, m.collective_throughput, m.egress_total_bps(),
+          m.ingress_total_bps(), max_latency, s.policy_sums, csv_text(s.actions));
     }
     close_checked(out, path);
   }

@@ -46,6 +46,8 @@ class RunRecorder final : public TrainingObserver {
   void step_finished(const StepRecord& record) override;
   void collective_finished(const CollectiveRecord& record) override;
   void worker_finished(int rank, const Status& status, TimePoint at) override;
+  void adapted(int rank, std::int64_t step, const std::string& kind, const std::string& detail,
+               TimePoint at) override;
   void add_event(EventRecord event);
 
   // Listeners for whoever drives the run (event triggers, progress, stopping the world).
@@ -70,6 +72,12 @@ class RunRecorder final : public TrainingObserver {
   std::vector<EventRecord> events_;
   std::vector<std::string> errors_;
   std::vector<std::pair<int, TimePoint>> finished_;
+  struct Adaptation {
+    std::int64_t step;
+    std::string kind;
+    std::string detail;
+  };
+  std::vector<Adaptation> adaptations_;  // the cluster's, once each (as rank 0 saw them)
 };
 
 // Samples per second over a set of cluster steps (total samples / total step time).

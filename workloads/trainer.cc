@@ -2,17 +2,34 @@
 
 #include <fmt/format.h>
 
-#include <numeric>
 #include <stdexcept>
 
 #include "runtime/collectives.h"
+#include "topology/forest.h"
 
 namespace kf {
 
-Trainer::Trainer(Engine& engine, Compute& compute, TrainerOptions options,
-                 TrainingObserver& observer)
-    : engine_(engine), compute_(compute), options_(options), observer_(observer) {
+namespace {
+
+template <typename... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+}  // namespace
+
+Trainer::Trainer(ClusterSpec cluster, int rank, TrainerWorld world, TrainerOptions options,
+                 PolicyRunner policies, TrainingObserver& observer)
+    : id_(cluster.worker(rank)),
+      world_(world),
+      options_(options),
+      policies_(std::move(policies)),
+      observer_(observer),
+      batch_per_worker_(options.batch_per_worker),
+      learning_rate_(options.learning_rate) {
   if (options_.model == nullptr) throw std::invalid_argument("trainer: no model");
+  if (world_.transport == nullptr && world_.membership == nullptr)
+    throw std::invalid_argument("trainer: the world gave no transport");
   for (const auto& bucket : fuse_gradients(*options_.model, options_.fusion_bytes)) {
     std::size_t count = 0;
     for (int t : bucket)
@@ -23,43 +40,108 @@ Trainer::Trainer(Engine& engine, Compute& compute, TrainerOptions options,
     bucket_names_.push_back(fmt::format(
         "grad/{}", options_.model->tensors[static_cast<std::size_t>(bucket.front())].name));
   }
+  build_engine(cluster, rank);
+}
+
+Trainer::~Trainer() {
+  *alive_ = false;
+  abandoned_ = true;
+  engine_.reset();
+}
+
+void Trainer::build_engine(const ClusterSpec& cluster, int rank) {
+  Transport& transport = world_.membership ? world_.membership->transport(cluster, rank)
+                                           : *world_.transport;
+  engine_ = std::make_unique<Engine>(cluster, rank, world_.executor, transport, options_.engine);
+  monitor_.reset_latencies(cluster.size());
+}
+
+TrainingState Trainer::state() const {
+  return {.step = step_,
+          .epoch = options_.steps_per_epoch > 0 ? step_ / options_.steps_per_epoch : 0,
+          .total_steps = options_.steps,
+          .rank = engine_->rank(),
+          .cluster_size = engine_->size(),
+          .max_cluster_size =
+              world_.membership ? world_.membership->capacity() : engine_->size(),
+          .host_of = engine_->cluster().host_of(),
+          .strategy = engine_->strategy()->strategy().name,
+          .configured_strategy = options_.engine.strategy,
+          .batch_per_worker = batch_per_worker_,
+          .learning_rate = learning_rate_};
 }
 
 void Trainer::start() {
+  policies_.before_train(state());
+  if (options_.joining) {
+    sync([this] {
+      observer_.adapted(engine_->rank(), step_, "joined",
+                        fmt::format("{} joined cluster version {} as rank {}", id_.to_string(),
+                                    engine_->cluster().version(), engine_->rank()),
+                        world_.executor.now());
+      policies_.applied(Resize{.workers = engine_->size()}, state());
+      begin_step();
+    });
+    return;
+  }
   begin_step();
+}
+
+void Trainer::abandon() {
+  abandoned_ = true;
+  engine_.reset();
 }
 
 void Trainer::begin_step() {
   if (abandoned_) return;
-  if (step_ >= options_.steps) {
+  if (stop_requested_ || step_ >= options_.steps) {
+    policies_.after_train(state());
     finish(Status{});
     return;
   }
-  current_ = StepRecord{.rank = engine_.rank(),
+  if (options_.steps_per_epoch > 0 && step_ % options_.steps_per_epoch == 0) {
+    if (step_ > 0) policies_.after_epoch(state());
+    policies_.before_epoch(state());
+  }
+  policies_.before_step(state());
+  current_ = StepRecord{.rank = engine_->rank(),
                         .step = step_,
-                        .begin = engine_.executor().now(),
-                        .samples = options_.batch_per_worker,
-                        .strategy = engine_.strategy()->strategy().name,
-                        .cluster_size = engine_.size()};
-  observer_.step_started(engine_.rank(), step_, current_.begin);
-  const auto profiled = options_.compute_per_sample * options_.batch_per_worker;
-  compute_.run({.step = step_, .samples = options_.batch_per_worker, .profiled = profiled},
-               [this] { allreduce_gradients(); });
+                        .begin = world_.executor.now(),
+                        .samples = batch_per_worker_,
+                        .strategy = engine_->strategy()->strategy().name,
+                        .cluster_size = engine_->size()};
+  monitor_.begin_step(step_, current_.begin, *engine_);
+  observer_.step_started(engine_->rank(), step_, current_.begin);
+  if (options_.ping_every > 0 && step_ % options_.ping_every == 0) probe_latencies();
+  const auto profiled = options_.compute_per_sample * batch_per_worker_;
+  world_.compute.run({.step = step_, .samples = batch_per_worker_, .profiled = profiled},
+                     [this, alive = alive_] {
+                       if (*alive) allreduce_gradients();
+                     });
+}
+
+void Trainer::probe_latencies() {
+  for (int peer = 0; peer < engine_->size(); ++peer) {
+    if (peer == engine_->rank()) continue;
+    ping(*engine_, {.peer = peer}, [this, peer, alive = alive_](Status s, Duration rtt) {
+      if (*alive && !abandoned_ && s.ok()) monitor_.set_latency(peer, rtt);
+    });
+  }
 }
 
 void Trainer::allreduce_gradients() {
   if (abandoned_) return;
-  current_.compute_end = engine_.executor().now();
+  current_.compute_end = world_.executor.now();
   pending_ = buckets_.size();
   step_error_ = Status{};
   if (pending_ == 0) {
-    bucket_done(0, current_.compute_end, Status{});
+    gradients_done();
     return;
   }
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    const TimePoint begin = engine_.executor().now();
+    const TimePoint begin = world_.executor.now();
     BufferView view = buckets_[b].view();
-    allreduce(engine_, {.name = bucket_names_[b], .input = view, .output = view},
+    allreduce(*engine_, {.name = bucket_names_[b], .input = view, .output = view},
               [this, b, begin](Status s) { bucket_done(b, begin, s); });
   }
 }
@@ -67,30 +149,103 @@ void Trainer::allreduce_gradients() {
 void Trainer::bucket_done(std::size_t bucket, TimePoint begin, const Status& status) {
   if (abandoned_) return;
   if (!status.ok() && step_error_.ok()) step_error_ = status;
-  if (bucket < buckets_.size()) {
-    observer_.collective_finished({.rank = engine_.rank(),
-                                   .step = step_,
-                                   .name = bucket_names_[bucket],
-                                   .bytes = buckets_[bucket].size_bytes(),
-                                   .begin = begin,
-                                   .end = engine_.executor().now(),
-                                   .strategy = current_.strategy});
-  }
-  if (pending_ > 0 && --pending_ > 0) return;
+  const TimePoint end = world_.executor.now();
+  observer_.collective_finished({.rank = engine_->rank(),
+                                 .step = step_,
+                                 .name = bucket_names_[bucket],
+                                 .bytes = buckets_[bucket].size_bytes(),
+                                 .begin = begin,
+                                 .end = end,
+                                 .strategy = current_.strategy});
+  monitor_.collective_done(current_.strategy, buckets_[bucket].size_bytes(), begin, end);
+  if (--pending_ > 0) return;
   if (!step_error_.ok()) {
     finish(step_error_);
     return;
   }
-  current_.end = engine_.executor().now();
+  gradients_done();
+}
+
+void Trainer::gradients_done() {
+  metrics_ = monitor_.end_step(current_.compute_end, world_.executor.now(), *engine_,
+                               current_.samples, batch_per_worker_, learning_rate_);
+  if (policies_.empty()) {
+    record_step({});
+    ++step_;
+    begin_step();
+    return;
+  }
+  policies_.after_step(*engine_, metrics_, state(),
+                       [this, alive = alive_](Status s, PolicyOutcome outcome) {
+                         if (!*alive || abandoned_) return;
+                         if (!s.ok()) {
+                           finish(s);
+                           return;
+                         }
+                         record_step(outcome);
+                         ++step_;
+                         apply(std::move(outcome.actions));
+                       });
+}
+
+void Trainer::record_step(const PolicyOutcome& outcome) {
+  current_.end = world_.executor.now();
+  current_.metrics = metrics_;
+  for (std::size_t i = 0; i < outcome.sums.size(); ++i)
+    current_.policy_sums += fmt::format("{}{:g}", i ? ";" : "", outcome.sums[i]);
+  for (std::size_t i = 0; i < outcome.actions.size(); ++i)
+    current_.actions += (i ? "; " : "") + describe(outcome.actions[i]);
   observer_.step_finished(current_);
-  ++step_;
+}
+
+// Runs before step_ (already the next step) on every worker alike.
+void Trainer::apply(std::vector<Action> actions) {
+  std::optional<int> resize_to;
+  for (const Action& action : actions) {
+    const int rank = engine_->rank();
+    const TimePoint now = world_.executor.now();
+    std::visit(
+        Overloaded{
+            [&](const SwitchStrategy& a) {
+              const std::string from = engine_->strategy()->strategy().name;
+              Strategy next = a.name ? make_strategy(*a.name, engine_->cluster().host_of())
+                                     : strategy_from_forest(a.forest);
+              next.name = a.label;
+              engine_->set_strategy(std::move(next));
+              observer_.adapted(rank, step_, "switch", fmt::format("{} -> {}", from, a.label), now);
+            },
+            [&](const Resize& a) { resize_to = a.workers; },
+            [&](const SetBatchSize& a) {
+              observer_.adapted(rank, step_, "batch",
+                                fmt::format("{} -> {} per worker", batch_per_worker_, a.per_worker),
+                                now);
+              batch_per_worker_ = a.per_worker;
+            },
+            [&](const SetLearningRate& a) {
+              observer_.adapted(rank, step_, "lr", fmt::format("{:g} -> {:g}", learning_rate_, a.value),
+                                now);
+              learning_rate_ = a.value;
+            },
+            [&](const StopTraining& a) {
+              observer_.adapted(rank, step_, "stop", a.reason, now);
+              stop_requested_ = true;
+            },
+        },
+        action);
+    if (!std::holds_alternative<Resize>(action)) policies_.applied(action, state());
+  }
+  if (resize_to && *resize_to != engine_->size()) {
+    resize(*resize_to);
+    return;
+  }
   begin_step();
 }
 
 void Trainer::finish(const Status& status) {
   if (finished_) return;
   finished_ = true;
-  observer_.worker_finished(engine_.rank(), status, engine_.executor().now());
+  const int rank = engine_ ? engine_->rank() : -1;
+  observer_.worker_finished(rank, status, world_.executor.now());
 }
 
 }  // namespace kf

@@ -25,7 +25,9 @@ T get(const std::byte* p) {
 bool known_kind(std::uint8_t k) {
   return k == static_cast<std::uint8_t>(MessageKind::collective) ||
          k == static_cast<std::uint8_t>(MessageKind::p2p_request) ||
-         k == static_cast<std::uint8_t>(MessageKind::p2p_response);
+         k == static_cast<std::uint8_t>(MessageKind::p2p_response) ||
+         k == static_cast<std::uint8_t>(MessageKind::ping) ||
+         k == static_cast<std::uint8_t>(MessageKind::pong);
 }
 
 }  // namespace

@@ -117,11 +117,33 @@ class Ns3World::Impl {
   class Link final : public Transport {
    public:
     Link(Impl& world, int rank) : world_(world), rank_(rank) {}
-    void set_handlers(Handlers handlers) override { handlers_ = std::move(handlers); }
+    void set_handlers(Handlers handlers) override {
+      handlers_ = std::move(handlers);
+      // Messages that came while no engine listened (a worker not started yet, or between a
+      // resize's old and new engine) are handed over now, from the event loop.
+      if (handlers_.on_message && !parked_.empty()) {
+        ns3::Simulator::ScheduleNow([this] { deliver_parked(); });
+      }
+    }
     void send(int destination, Message message) override {
       world_.send(rank_, destination, std::move(message));
     }
+    void deliver(int source, Message message) {
+      if (handlers_.on_message && parked_.empty()) {
+        handlers_.on_message(source, std::move(message));
+      } else {
+        parked_.emplace_back(source, std::move(message));
+      }
+    }
+    void deliver_parked() {
+      while (handlers_.on_message && !parked_.empty()) {
+        auto [source, message] = std::move(parked_.front());
+        parked_.pop_front();
+        handlers_.on_message(source, std::move(message));
+      }
+    }
     Handlers handlers_;
+    std::deque<std::pair<int, Message>> parked_;
 
    private:
     Impl& world_;
@@ -204,6 +226,15 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     // Assign() adds a default FqCoDel queue disc; a link's queue is the drop-tail queue the
     // scenario sizes, as on a switch port, so take the queue disc away.
     TrafficControlHelper().Uninstall(devices);
+    if (options.host_fq_codel) {
+      TrafficControlHelper fq;
+      fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
+      for (int end = 0; end < 2; ++end) {
+        const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
+        if (topo.nodes[node].kind != NodeKind::switch_)
+          fq.Install(devices.Get(static_cast<std::uint32_t>(end)));
+      }
+    }
     for (int end = 0; end < 2; ++end) {
       const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
       if (!has_address[node]) {
@@ -399,8 +430,7 @@ void Ns3World::Impl::on_readable(Connection& c) {
     stats.message_bytes += bytes;
     c.delivered += bytes;
     if (failed[static_cast<std::size_t>(c.dst)]) continue;
-    const auto& on_message = links[static_cast<std::size_t>(c.dst)]->handlers_.on_message;
-    if (on_message) on_message(c.src, std::move(message));
+    links[static_cast<std::size_t>(c.dst)]->deliver(c.src, std::move(message));
   }
 }
 

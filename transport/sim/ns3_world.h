@@ -34,6 +34,9 @@ struct Ns3Options {
   // Compute times are scaled by a factor uniform in [1 - j, 1 + j], from a generator seeded by
   // (seed, rank).
   double compute_jitter = 0;
+  // Put Linux's default qdisc (fq_codel: per-flow fair queueing, short queues) on every host's
+  // NIC, as on a real host; switch ports stay drop-tail queues of the link's size either way.
+  bool host_fq_codel = false;
 };
 
 struct Ns3Stats {

@@ -299,6 +299,7 @@ class Reader {
  private:
   TopologyConfig topology(const Node& n) const;
   WorkloadConfig workload(const Node& n) const;
+  std::vector<PolicySpec> policies(const Node& n) const;
   void events(const Node& n, int workers, Scenario& sc, std::vector<NameRef>& refs) const;
   ScenarioEvent event(const Node& item, const std::string& path, int workers,
                       std::vector<NameRef>& refs) const;
@@ -409,8 +410,14 @@ void Reader::apply_override(Node& root, const std::string& text) {
 TopologyConfig Reader::topology(const Node& n) const {
   const MapView m(*this, n, "topology",
                   {"kind", "hosts", "workers_per_host", "link", "intra_host", "leaves", "spines",
-                   "hosts_per_leaf", "uplink", "oversubscription"});
+                   "hosts_per_leaf", "uplink", "oversubscription", "host_qdisc"});
   TopologyConfig t;
+  if (const auto q = m.get("host_qdisc")) {
+    const std::string qdisc = scalar(*q, m.child("host_qdisc"), "fq_codel or none");
+    if (qdisc != "fq_codel" && qdisc != "none")
+      fail(*q, m.child("host_qdisc"), "unknown qdisc '" + qdisc + "' (known: fq_codel, none)");
+    t.host_fq_codel = qdisc == "fq_codel";
+  }
   if (const auto k = m.get("kind")) {
     const std::string kind = scalar(*k, m.child("kind"), "star or leaf-spine");
     if (kind == "star") {
@@ -675,6 +682,44 @@ Sweep Reader::sweep(const Node& n, const Node& root) const {
   return sw;
 }
 
+// "none", a name, {name: ..., params...}, or a list of names and maps. Each policy is built once
+// here so a bad parameter is reported at its place in the file.
+std::vector<PolicySpec> Reader::policies(const Node& n) const {
+  std::vector<PolicySpec> out;
+  const auto one = [&](const Node& item, const std::string& path) {
+    PolicySpec spec;
+    if (item.IsScalar()) {
+      spec.name = item.Scalar();
+      if (spec.name == "none") return;
+    } else if (item.IsMap()) {
+      for (auto it = item.begin(); it != item.end(); ++it) {
+        const std::string key = scalar(it->first, path, "a key name");
+        if (key == "name") {
+          spec.name = scalar(it->second, path + ".name", "a policy name");
+        } else {
+          spec.params.emplace_back(key, scalar(it->second, path + "." + key, "a scalar value"));
+        }
+      }
+      if (spec.name.empty()) fail(item, path, "missing required key 'name'");
+    } else {
+      fail(item, path, "expected a policy name or {name: ..., parameters}, got " + describe(item));
+    }
+    try {
+      (void)make_policy(spec);
+    } catch (const std::invalid_argument& e) {
+      fail(item, path, e.what());
+    }
+    out.push_back(std::move(spec));
+  };
+  if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i)
+      one(n[i], "policy[" + std::to_string(i) + "]");
+  } else {
+    one(n, "policy");
+  }
+  return out;
+}
+
 Scenario Reader::build(const Node& root) const {
   if (!root.IsMap()) {
     fail(root, "",
@@ -682,7 +727,8 @@ Scenario Reader::build(const Node& root) const {
   }
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "steps", "world", "topology", "workload",
-                   "strategy", "optimizer", "chunk", "timeout", "policy", "events", "sweep"});
+                   "strategy", "optimizer", "chunk", "timeout", "policy", "elastic", "monitoring",
+                   "events", "sweep"});
   Scenario sc;
   sc.file = file_;
   sc.name = std::filesystem::path(file_).stem().string();
@@ -726,21 +772,10 @@ Scenario Reader::build(const Node& root) const {
     sc.timeout = duration(*v, "timeout");
     if (sc.timeout.count() == 0) fail(*v, "timeout", "must be positive, got " + v->Scalar());
   }
-  if (const auto v = m.get("policy")) {
-    constexpr const char* kLater = "policies arrive with the adaptation issue (issue 5)";
-    if (v->IsMap()) {
-      // The kind first: a future policy's own keys are better answered by "not yet".
-      if (const auto k = v->operator[]("kind"); k && k.IsScalar() && k.Scalar() != "none") {
-        fail(k, "policy.kind", kLater);
-      }
-      const MapView pm(*this, *v, "policy", {"kind"});
-      const std::string kind = scalar(pm.require("kind"), "policy.kind", "a policy kind");
-      if (kind != "none") fail(pm.require("kind"), "policy.kind", kLater);
-    } else {
-      const std::string kind = scalar(*v, "policy", "none or {kind: none}");
-      if (kind != "none") fail(*v, "policy", kLater);
-    }
-    sc.policy = "none";
+  if (const auto v = m.get("policy")) sc.policies = policies(*v);
+  if (const auto v = m.get("monitoring")) {
+    const MapView mm(*this, *v, "monitoring", {"ping_every"});
+    if (const auto p = mm.get("ping_every")) sc.ping_every = int32(*p, "monitoring.ping_every", 0);
   }
   if (const auto v = m.get("sweep")) sc.sweep = sweep(*v, root);
   std::vector<NameRef> refs;
@@ -750,6 +785,14 @@ Scenario Reader::build(const Node& root) const {
                             : std::int64_t{sc.topology.leaves} * sc.topology.hosts_per_leaf *
                                   sc.topology.workers_per_host);
   if (const auto v = m.get("events")) events(*v, workers, sc, refs);
+  if (const auto v = m.get("elastic")) {
+    const MapView em(*this, *v, "elastic", {"initial_workers", "config_latency", "spawn_delay"});
+    if (const auto w = em.get("initial_workers"))
+      sc.elastic.initial_workers = int32(*w, "elastic.initial_workers", 1, workers);
+    if (const auto d = em.get("config_latency"))
+      sc.elastic.config_latency = duration(*d, "elastic.config_latency");
+    if (const auto d = em.get("spawn_delay")) sc.elastic.spawn_delay = duration(*d, "elastic.spawn_delay");
+  }
 
   // Names: "outside" exists when something names it (the host, or its link).
   const std::string attach = star ? "switch" : "leaf0";

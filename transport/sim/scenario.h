@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "policies/registry.h"
 #include "topology/physical.h"
 #include "topology/strategy.h"
 
@@ -90,6 +91,8 @@ struct TopologyConfig {
   int hosts_per_leaf = 1;
   LinkSpec uplink;            // leaf <-> spine
   bool outside_host = false;  // add node "outside" on the switch (set when an event names it)
+  // Hosts' NIC qdisc: none (the link's drop-tail queue only) or fq_codel (Linux's default).
+  bool host_fq_codel = false;
 };
 
 struct WorkloadConfig {
@@ -102,6 +105,14 @@ struct WorkloadConfig {
   // generator seeded from the scenario seed and the rank: real GPUs vary a few percent step to
   // step, and it is what the seed drives.
   double compute_jitter = 0.02;
+};
+
+// Elastic membership in the simulation: how many of the topology's worker slots run at the start,
+// and how long the in-simulation config service and runners take.
+struct ElasticConfig {
+  int initial_workers = 0;  // 0: every slot
+  std::chrono::nanoseconds config_latency = std::chrono::milliseconds(1);  // per GET / PUT
+  std::chrono::nanoseconds spawn_delay = std::chrono::seconds(1);  // a runner starting a worker
 };
 
 // Run the scenario once per value of one key (a --set path), e.g. key: topology.hosts,
@@ -125,7 +136,10 @@ struct Scenario {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
-  std::string policy = "none";  // the adaptation issue adds policies
+  // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
+  std::vector<PolicySpec> policies;
+  ElasticConfig elastic;
+  int ping_every = 0;  // monitoring: probe every peer's latency every N steps (0: never)
   std::optional<Sweep> sweep;
 };
 

@@ -8,6 +8,7 @@
 
 #include "runtime/engine.h"
 #include "transport/sim/ns3_world.h"
+#include "transport/sim/sim_membership.h"
 #include "workloads/model.h"
 #include "workloads/trainer.h"
 
@@ -15,7 +16,8 @@ namespace kf {
 
 namespace {
 
-ClusterSpec cluster_of(const PhysicalTopology& topo) {
+// Every worker slot of the topology as a PeerID (host name, port), and the runners: one per host.
+std::pair<std::vector<PeerID>, std::vector<PeerID>> slots_of(const PhysicalTopology& topo) {
   std::vector<PeerID> workers, runners;
   std::map<int, int> next_port;
   for (std::size_t r = 0; r < topo.worker_host.size(); ++r) {
@@ -25,12 +27,31 @@ ClusterSpec cluster_of(const PhysicalTopology& topo) {
     if (fresh) runners.push_back({name, 9999});
     workers.push_back({name, static_cast<std::uint16_t>(it->second++)});
   }
-  return ClusterSpec(1, runners, workers);
+  return {workers, runners};
+}
+
+// The first `n` workers, spread over hosts as the resize rule would place them (one per host
+// before a second on any), so growing later keeps ranks stable.
+ClusterSpec initial_cluster(const std::vector<PeerID>& slots, const std::vector<PeerID>& runners,
+                            int n) {
+  const ClusterSpec one(1, runners, {slots.front()});
+  if (n == static_cast<int>(slots.size())) return ClusterSpec(1, runners, slots);
+  std::map<std::string, int> per_host;
+  for (const auto& s : slots)
+    ++per_host[s.host];
+  return one.resized(n, 10000, per_host.begin()->second);
 }
 
 std::string describe(const Trigger& t) {
   if (t.step) return fmt::format("step {}", *t.step);
   return fmt::format("{:.6f}s", to_seconds(*t.time));
+}
+
+PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
+  std::vector<std::unique_ptr<Policy>> out;
+  for (const auto& spec : specs)
+    out.push_back(make_policy(spec));
+  return PolicyRunner(std::move(out));
 }
 
 }  // namespace
@@ -42,37 +63,61 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   const auto wall_start = std::chrono::steady_clock::now();
   const PhysicalTopology topo = build_topology(scenario_.topology);
   Ns3World world(topo,
-                 {.seed = scenario_.seed, .compute_jitter = scenario_.workload.compute_jitter});
-  const int n = world.workers();
-  n_workers_ = n;
-  const ClusterSpec cluster = cluster_of(topo);
+                 {.seed = scenario_.seed,
+                  .compute_jitter = scenario_.workload.compute_jitter,
+                  .host_fq_codel = scenario_.topology.host_fq_codel});
+  const int slots = world.workers();
+  const auto [slot_ids, runners] = slots_of(topo);
+  const int initial = scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : slots;
+  const ClusterSpec cluster = initial_cluster(slot_ids, runners, initial);
+  n_workers_ = initial;
   const ModelProfile& model = model_profile(scenario_.workload.model);
   const auto per_sample = compute_time_per_sample(model, scenario_.workload.device);
   per_sample_seconds_ = to_seconds(per_sample);
+  const TrainerOptions trainer_options{
+      .model = &model,
+      .batch_per_worker = scenario_.workload.batch_per_worker,
+      .fusion_bytes = scenario_.workload.fusion_bytes,
+      .phantom = scenario_.workload.phantom,
+      .steps = scenario_.steps,
+      .compute_per_sample = per_sample,
+      .engine = {.chunk_bytes = scenario_.chunk_bytes,
+                 .timeout = scenario_.timeout,
+                 .strategy = scenario_.strategy},
+      .ping_every = scenario_.ping_every};
 
-  std::vector<std::unique_ptr<Engine>> engines;
-  std::vector<std::unique_ptr<Trainer>> trainers;
-  for (int r = 0; r < n; ++r) {
-    engines.push_back(std::make_unique<Engine>(cluster, r, world.executor(), world.transport(r),
-                                               EngineOptions{.chunk_bytes = scenario_.chunk_bytes,
-                                                             .timeout = scenario_.timeout,
-                                                             .strategy = scenario_.strategy}));
-    trainers.push_back(std::make_unique<Trainer>(
-        *engines.back(), world.compute(r),
-        TrainerOptions{.model = &model,
-                       .batch_per_worker = scenario_.workload.batch_per_worker,
-                       .fusion_bytes = scenario_.workload.fusion_bytes,
-                       .phantom = scenario_.workload.phantom,
-                       .steps = scenario_.steps,
-                       .compute_per_sample = per_sample},
-        recorder_));
-  }
+  // Trainers by slot; a slot's trainer is replaced when a worker starts there again.
+  std::vector<std::unique_ptr<Trainer>> trainers(static_cast<std::size_t>(slots));
+  std::unique_ptr<SimMembership> membership;
+  const auto start_worker = [&](const ClusterSpec& c, int rank, int slot, bool joining) {
+    auto& t = trainers[static_cast<std::size_t>(slot)];
+    if (t && !t->finished()) return;  // running: a survivor
+    TrainerOptions o = trainer_options;
+    o.joining = joining;
+    t = std::make_unique<Trainer>(
+        c, rank,
+        TrainerWorld{.executor = world.executor(),
+                     .compute = world.compute(slot),
+                     .membership = membership.get()},
+        o, make_policies(scenario_.policies), recorder_);
+    Trainer* trainer = t.get();
+    world.executor().post([trainer] { trainer->start(); });
+  };
+  std::map<std::string, int> per_host;
+  for (const auto& s : slot_ids)
+    ++per_host[s.host];
+  membership = std::make_unique<SimMembership>(
+      world, slot_ids, cluster,
+      SimMembershipOptions{.config_latency = scenario_.elastic.config_latency,
+                           .spawn_delay = scenario_.elastic.spawn_delay,
+                           .slots_per_host = per_host.begin()->second},
+      [&](const ClusterSpec& c, int rank, int slot) { start_worker(c, rank, slot, true); });
 
   // ---- events: each start / stop is an action fired at its step or time ----
-  struct Action {
+  struct Injection {
     std::function<void()> fire;
   };
-  std::multimap<std::int64_t, Action> at_step;
+  std::multimap<std::int64_t, Injection> at_step;
   std::map<std::string, std::size_t> window_of;
   const auto now = [&world] { return world.now(); };
   const auto record = [&](const ScenarioEvent& e, const std::string& kind, const std::string& phase,
@@ -88,13 +133,18 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   };
   const auto schedule = [&](const Trigger& t, std::function<void()> fire) {
     if (t.step) {
-      at_step.emplace(*t.step, Action{std::move(fire)});
+      at_step.emplace(*t.step, Injection{std::move(fire)});
     } else {
       world.executor().post_after(*t.time, std::move(fire));
     }
   };
   auto backgrounds = std::make_shared<std::map<std::string, int>>();
-  int alive = n;
+  // The run ends when no trainer is left running (background traffic would go on forever).
+  const auto check_done = [&] {
+    for (const auto& t : trainers)
+      if (t && !t->finished() && t->engine() != nullptr) return;
+    world.stop();
+  };
   for (const ScenarioEvent& e : scenario_.events) {
     std::visit(
         [&](const auto& ev) {
@@ -137,14 +187,13 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
             });
           } else if constexpr (std::is_same_v<T, FailEvent>) {
             schedule(ev.at, [&, e, ev] {
-              auto& trainer = *trainers[static_cast<std::size_t>(ev.worker)];
-              if (trainer.finished() || !engines[static_cast<std::size_t>(ev.worker)]) return;
-              trainer.abandon();
+              auto& trainer = trainers[static_cast<std::size_t>(ev.worker)];
+              if (!trainer || trainer->finished()) return;
+              trainer->abandon();
               world.fail(ev.worker);
-              engines[static_cast<std::size_t>(ev.worker)].reset();
               record(e, "fail", "at",
                      fmt::format("worker {} died at {}", ev.worker, describe(ev.at)));
-              if (--alive == 0) world.stop();
+              check_done();
             });
           }
         },
@@ -164,7 +213,7 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   std::map<std::int64_t, int> finished_per_step;
   std::int64_t steps_done = 0;
   recorder_.on_step_finished = [&](const StepRecord& s) {
-    if (++finished_per_step[s.step] < alive) return;
+    if (++finished_per_step[s.step] < s.cluster_size) return;
     steps_done = s.step + 1;
     if (progress) {
       progress({.steps_done = steps_done,
@@ -172,15 +221,10 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                 .simulated_seconds = to_seconds(now().time_since_epoch())});
     }
   };
-  int done = 0;
-  recorder_.on_worker_finished = [&](int, const Status&, TimePoint) {
-    if (++done >= alive) world.stop();  // background traffic would otherwise run forever
-  };
+  recorder_.on_worker_finished = [&](int, const Status&, TimePoint) { check_done(); };
 
-  for (auto& t : trainers) {
-    Trainer* trainer = t.get();
-    world.executor().post([trainer] { trainer->start(); });
-  }
+  for (int r = 0; r < cluster.size(); ++r)
+    start_worker(cluster, r, membership->slot_of(cluster.worker(r)), false);
   world.run();
 
   const Ns3Stats stats = world.stats();
@@ -190,9 +234,9 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                   {"messages", stats.messages},
                   {"message_bytes", stats.message_bytes},
                   {"background_bytes", stats.background_bytes}};
-  // Engines before the world: their destructors complete what is still pending.
+  // Trainers (and their engines) before the world: engine destructors complete what is pending.
   trainers.clear();
-  engines.clear();
+  membership.reset();
   wall_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 }

@@ -1,0 +1,47 @@
+// The client side of the elastic config server (config_server.h): what rank 0 uses to propose a
+// resized cluster and what peers and runners use to read it. Every call opens its own connection
+// with connection and read timeouts, so a dead or silent server costs at most about `timeout`
+// per call, and a client is safe to share between threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/cluster_spec.h"
+
+namespace kf {
+
+class ConfigClient {
+ public:
+  // `url`: "http://host:port" or "http://host:port/config" (KUNGFU_CONFIG_SERVER's form). Throws
+  // std::invalid_argument on another form. `token`: sent as "Authorization: Bearer <token>".
+  explicit ConfigClient(const std::string& url, std::string token = "",
+                        std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+  // Each throws std::runtime_error naming the URL and the HTTP status and reason (or the
+  // connection error) on failure.
+  std::optional<ClusterSpec> get() const;            // nullopt when none is stored (404)
+  ClusterSpec put(const ClusterSpec& spec) const;    // the stored spec, with its new version
+  ClusterSpec reset(const ClusterSpec& spec) const;  // stored as given
+  void clear() const;
+
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string url_;          // as given, for messages
+  std::string scheme_host_;  // "http://host:port"
+  std::string path_;         // "/config"
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Polls GET every `poll_interval` until the stored version is >= min_version and returns that
+// spec. A missing config or a failing call is retried until `timeout`; then throws
+// std::runtime_error saying what was seen last.
+ClusterSpec wait_for_version(
+    const ConfigClient& client, std::uint64_t min_version, std::chrono::milliseconds timeout,
+    std::chrono::milliseconds poll_interval = std::chrono::milliseconds(100));
+
+}  // namespace kf

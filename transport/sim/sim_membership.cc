@@ -1,0 +1,145 @@
+#include "transport/sim/sim_membership.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "transport/sim/ns3_world.h"
+
+namespace kf {
+
+// One slot's view of the network in ranks. Messages name their cluster version; the rank <->
+// slot mapping of that version translates them both ways.
+class SimMembership::SlotTransport final : public Transport {
+ public:
+  SlotTransport(SimMembership& owner, int slot) : owner_(owner), slot_(slot) {}
+
+  void set_handlers(Handlers handlers) override {
+    handlers_ = std::move(handlers);
+    Transport& inner = owner_.world_.transport(slot_);
+    if (!handlers_.on_message && !handlers_.on_peer_lost) {
+      inner.set_handlers({});  // parked until the next engine listens
+      return;
+    }
+    inner.set_handlers({
+        .on_message =
+            [this](int source_slot, Message m) {
+              const Layout* l = owner_.layout(m.header.cluster_version);
+              if (l == nullptr) return;
+              const auto it = l->rank_of_slot.find(source_slot);
+              if (it == l->rank_of_slot.end()) return;  // not a member of that version
+              if (handlers_.on_message) handlers_.on_message(it->second, std::move(m));
+            },
+        .on_peer_lost =
+            [this](int peer_slot, Status why) {
+              const Layout* l = owner_.layout(version_);
+              if (l == nullptr) return;
+              const auto it = l->rank_of_slot.find(peer_slot);
+              if (it != l->rank_of_slot.end() && handlers_.on_peer_lost)
+                handlers_.on_peer_lost(it->second, std::move(why));
+            },
+    });
+  }
+
+  void send(int destination, Message message) override {
+    const Layout* l = owner_.layout(message.header.cluster_version);
+    if (l == nullptr || destination < 0 ||
+        static_cast<std::size_t>(destination) >= l->slot_of_rank.size()) {
+      throw std::logic_error(fmt::format("slot {}: no rank {} in cluster version {}", slot_,
+                                         destination, message.header.cluster_version));
+    }
+    owner_.world_.transport(slot_).send(l->slot_of_rank[static_cast<std::size_t>(destination)],
+                                        std::move(message));
+  }
+
+  std::uint64_t version_ = 0;  // of the engine listening now
+
+ private:
+  SimMembership& owner_;
+  int slot_;
+  Handlers handlers_;
+};
+
+SimMembership::SimMembership(Ns3World& world, std::vector<PeerID> slots, ClusterSpec initial,
+                             SimMembershipOptions options, Spawn spawn)
+    : world_(world),
+      slots_(std::move(slots)),
+      stored_(std::move(initial)),
+      options_(options),
+      spawn_(std::move(spawn)) {
+  for (int s = 0; s < capacity(); ++s)
+    transports_.push_back(std::make_unique<SlotTransport>(*this, s));
+  learn(stored_);
+}
+
+SimMembership::~SimMembership() = default;
+
+int SimMembership::slot_of(const PeerID& id) const {
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s] == id) return static_cast<int>(s);
+  throw std::invalid_argument("no worker slot " + id.to_string() + " in the topology");
+}
+
+void SimMembership::learn(const ClusterSpec& cluster) {
+  Layout l;
+  for (int r = 0; r < cluster.size(); ++r) {
+    const int slot = slot_of(cluster.worker(r));
+    l.slot_of_rank.push_back(slot);
+    l.rank_of_slot[slot] = r;
+  }
+  layouts_[cluster.version()] = std::move(l);
+}
+
+const SimMembership::Layout* SimMembership::layout(std::uint64_t version) const {
+  const auto it = layouts_.find(version);
+  return it == layouts_.end() ? nullptr : &it->second;
+}
+
+ClusterSpec SimMembership::propose(const ClusterSpec& current, int workers) const {
+  return current.resized(workers, options_.first_port, options_.slots_per_host);
+}
+
+void SimMembership::put(const ClusterSpec& proposal, ClusterCallback done) {
+  world_.executor().post_after(options_.config_latency, [this, proposal, done] {
+    if (const auto problem = proposal.problem()) {
+      done(Status(ErrorCode::invalid_argument, "config service: " + *problem), {});
+      return;
+    }
+    for (const auto& w : proposal.workers()) {
+      try {
+        (void)slot_of(w);
+      } catch (const std::invalid_argument& e) {
+        done(Status(ErrorCode::invalid_argument, std::string("config service: ") + e.what()), {});
+        return;
+      }
+    }
+    stored_ = ClusterSpec(stored_.version() + 1, proposal.runners(), proposal.workers());
+    learn(stored_);
+    done(Status{}, stored_);
+  });
+}
+
+void SimMembership::get(ClusterCallback done) {
+  world_.executor().post_after(options_.config_latency,
+                               [this, done] { done(Status{}, stored_); });
+}
+
+void SimMembership::update_runners(const ClusterSpec& next, std::int64_t /*step*/) {
+  // Workers that `next` drops detach by themselves (they see they are not in it). The runners
+  // are told about every member after a process start-up time; the simulation starts the ones
+  // not already running.
+  world_.executor().post_after(options_.spawn_delay, [this, next] {
+    for (int r = 0; r < next.size(); ++r)
+      spawn_(next, r, slot_of(next.worker(r)));
+  });
+}
+
+Transport& SimMembership::transport(const ClusterSpec& cluster, int rank) {
+  learn(cluster);
+  const int slot = slot_of(cluster.worker(rank));
+  auto& t = *transports_[static_cast<std::size_t>(slot)];
+  t.version_ = cluster.version();
+  return t;
+}
+
+}  // namespace kf
