@@ -34,8 +34,15 @@ class Membership {
   // Runners: from step `step` on, `next` is the cluster: start the workers it adds, stop the ones
   // it drops.
   virtual void update_runners(const ClusterSpec& next, std::int64_t step) = 0;
-  // The transport this worker (rank `rank` of `cluster`) uses in that cluster.
+  // The transport this worker (rank `rank` of `cluster`) uses in that cluster, at start-up.
   virtual Transport& transport(const ClusterSpec& cluster, int rank) = 0;
+  // After a resize: let go of the old cluster's transport (the real world closes its
+  // connections in order, so nothing queued is lost) and hand over the one for `next`, on the
+  // worker's executor. Nothing of the old engine may be alive when this is called.
+  virtual void reconnect(const ClusterSpec& next, int rank,
+                         std::function<void(Transport&)> ready) = 0;
+  // A detached worker leaves: close the old cluster's connections in order, then `done`.
+  virtual void leave(std::function<void()> done) = 0;
 };
 
 // Runs the resize protocol on this worker; every worker of the current cluster calls it at the

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runtime/collectives.h"
@@ -30,6 +31,8 @@ Trainer::Trainer(ClusterSpec cluster, int rank, TrainerWorld world, TrainerOptio
   if (options_.model == nullptr) throw std::invalid_argument("trainer: no model");
   if (world_.transport == nullptr && world_.membership == nullptr)
     throw std::invalid_argument("trainer: the world gave no transport");
+  if (options_.verify && options_.phantom)
+    throw std::invalid_argument("trainer: verify needs real gradients (phantom = false)");
   for (const auto& bucket : fuse_gradients(*options_.model, options_.fusion_bytes)) {
     std::size_t count = 0;
     for (int t : bucket)
@@ -49,10 +52,11 @@ Trainer::~Trainer() {
   engine_.reset();
 }
 
-void Trainer::build_engine(const ClusterSpec& cluster, int rank) {
-  Transport& transport = world_.membership ? world_.membership->transport(cluster, rank)
-                                           : *world_.transport;
-  engine_ = std::make_unique<Engine>(cluster, rank, world_.executor, transport, options_.engine);
+void Trainer::build_engine(const ClusterSpec& cluster, int rank, Transport* transport) {
+  if (transport == nullptr) {
+    transport = world_.membership ? &world_.membership->transport(cluster, rank) : world_.transport;
+  }
+  engine_ = std::make_unique<Engine>(cluster, rank, world_.executor, *transport, options_.engine);
   monitor_.reset_latencies(cluster.size());
 }
 
@@ -140,6 +144,7 @@ void Trainer::allreduce_gradients() {
   }
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     const TimePoint begin = world_.executor.now();
+    if (options_.verify) fill_for_verify(b);
     BufferView view = buckets_[b].view();
     allreduce(*engine_, {.name = bucket_names_[b], .input = view, .output = view},
               [this, b, begin](Status s) { bucket_done(b, begin, s); });
@@ -149,6 +154,7 @@ void Trainer::allreduce_gradients() {
 void Trainer::bucket_done(std::size_t bucket, TimePoint begin, const Status& status) {
   if (abandoned_) return;
   if (!status.ok() && step_error_.ok()) step_error_ = status;
+  if (status.ok() && options_.verify && step_error_.ok()) step_error_ = check_verified(bucket);
   const TimePoint end = world_.executor.now();
   observer_.collective_finished({.rank = engine_->rank(),
                                  .step = step_,
@@ -164,6 +170,29 @@ void Trainer::bucket_done(std::size_t bucket, TimePoint begin, const Status& sta
     return;
   }
   gradients_done();
+}
+
+void Trainer::fill_for_verify(std::size_t bucket) {
+  const float value = static_cast<float>(engine_->rank() + 1 + step_ % 5);
+  auto* data = reinterpret_cast<float*>(buckets_[bucket].view().data());
+  std::fill(data, data + buckets_[bucket].view().count(), value);
+}
+
+Status Trainer::check_verified(std::size_t bucket) const {
+  const auto n = static_cast<std::int64_t>(engine_->size());
+  const auto expected = static_cast<float>(n * (n + 1) / 2 + n * (step_ % 5));
+  const ConstBufferView view = buckets_[bucket].view();
+  const auto* data = reinterpret_cast<const float*>(view.data());
+  for (std::size_t i = 0; i < view.count(); ++i) {
+    if (data[i] != expected) {
+      return Status(ErrorCode::protocol,
+                    fmt::format("verify: allreduce of {} at step {} on rank {} of {}: element {} "
+                                "is {}, expected {}",
+                                bucket_names_[bucket], step_, engine_->rank(), n, i, data[i],
+                                expected));
+    }
+  }
+  return Status{};
 }
 
 void Trainer::gradients_done() {

@@ -38,6 +38,9 @@ struct TrainerOptions {
   double learning_rate = 0.1;
   int ping_every = 0;                  // probe every peer's latency every this many steps (0: never)
   bool joining = false;                // started by a runner in a resize: sync state first
+  // Real gradients only: fill each bucket with (rank + 1 + step % 5) before its allreduce and
+  // check every element of the sum after it; a wrong sum fails the worker, naming the bucket.
+  bool verify = false;
 };
 
 // What a trainer gets from its world. `membership` makes it elastic; without it `transport` is
@@ -108,13 +111,16 @@ class Trainer {
   void allreduce_gradients();
   void bucket_done(std::size_t bucket, TimePoint begin, const Status& status);
   void gradients_done();
+  void fill_for_verify(std::size_t bucket);
+  Status check_verified(std::size_t bucket) const;
   void record_step(const PolicyOutcome& outcome);
   void apply(std::vector<Action> actions);
   // elastic (trainer_elastic.cc)
   void resize(int workers);
   void rebuild(ClusterSpec next);
   void sync(std::function<void()> then);
-  void build_engine(const ClusterSpec& cluster, int rank);
+  // On `transport`, or the world's transport for the cluster when none is given.
+  void build_engine(const ClusterSpec& cluster, int rank, Transport* transport = nullptr);
   void finish(const Status& status);
 
   PeerID id_;

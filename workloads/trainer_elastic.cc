@@ -45,26 +45,36 @@ void Trainer::rebuild(ClusterSpec next) {
                       world_.executor.now());
     detached_ = true;
     engine_.reset();
-    finished_ = true;
-    observer_.worker_finished(-1, Status{}, world_.executor.now());
+    world_.membership->leave([this, alive = alive_] {
+      if (!*alive) return;
+      finished_ = true;
+      observer_.worker_finished(-1, Status{}, world_.executor.now());
+    });
     return;
   }
   // Peers that switched first may have sent to this worker already: keep those messages.
   auto early = engine_->take_newer_messages();
   const std::vector<PeerID> previous = engine_->cluster().workers();
   engine_.reset();
-  build_engine(next, *rank);
-  for (auto& [source, message] : early)
-    engine_->deliver(source, std::move(message));
-  if (*rank == 0 && std::find(previous.begin(), previous.end(), id_) == previous.end()) {
-    observer_.adapted(0, step_, "warning",
-                      "the new rank 0 is a fresh worker: the model it broadcasts is its initial one",
-                      world_.executor.now());
-  }
-  sync([this] {
-    policies_.applied(Resize{.workers = engine_->size()}, state());
-    begin_step();
-  });
+  world_.membership->reconnect(
+      next, *rank,
+      [this, alive = alive_, next, rank = *rank, previous, early = std::move(early)](
+          Transport& transport) mutable {
+        if (!*alive || abandoned_) return;
+        build_engine(next, rank, &transport);
+        for (auto& [source, message] : early)
+          engine_->deliver(source, std::move(message));
+        if (rank == 0 && std::find(previous.begin(), previous.end(), id_) == previous.end()) {
+          observer_.adapted(0, step_, "warning",
+                            "the new rank 0 is a fresh worker: the model it broadcasts is its "
+                            "initial one",
+                            world_.executor.now());
+        }
+        sync([this] {
+          policies_.applied(Resize{.workers = engine_->size()}, state());
+          begin_step();
+        });
+      });
 }
 
 namespace {

@@ -218,6 +218,15 @@ void SocketTransport::take_welcome(Conn& c) {
           fmt::format("{} answered with something that is not a KungFu handshake", c.address));
     return;
   }
+  if (w->verdict == handshake::Verdict::wrong_version &&
+      w->cluster_version < cluster_.version()) {
+    // The peer is still on the previous cluster version (an elastic resize in progress) and
+    // will listen with ours shortly: try again, within the usual connect deadline.
+    const int rank = c.peer;
+    close(c.id, "");
+    retry_connect(rank, ECONNREFUSED);
+    return;
+  }
   if (w->verdict != handshake::Verdict::ok) {
     const std::string why =
         fmt::format("{} refused our connection: {} (ours {}, theirs {})", c.address,

@@ -142,4 +142,13 @@ Transport& SimMembership::transport(const ClusterSpec& cluster, int rank) {
   return t;
 }
 
+void SimMembership::reconnect(const ClusterSpec& next, int rank,
+                              std::function<void(Transport&)> ready) {
+  ready(transport(next, rank));
+}
+
+void SimMembership::leave(std::function<void()> done) {
+  done();
+}
+
 }  // namespace kf

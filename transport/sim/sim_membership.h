@@ -43,6 +43,9 @@ class SimMembership final : public Membership {
   void get(ClusterCallback done) override;
   void update_runners(const ClusterSpec& next, std::int64_t step) override;
   Transport& transport(const ClusterSpec& cluster, int rank) override;
+  // Simulated connections need no closing: both are immediate (on the executor).
+  void reconnect(const ClusterSpec& next, int rank, std::function<void(Transport&)> ready) override;
+  void leave(std::function<void()> done) override;
 
   const ClusterSpec& stored() const { return stored_; }
   int slot_of(const PeerID& id) const;

@@ -1,0 +1,178 @@
+// kftrain: the training loop of kfsim (workloads/trainer.h) as a real worker program, with the
+// same policies, so a scenario's adaptation runs unchanged on real processes under kfrun:
+//   kfrun -np 4 -H ... ./kftrain -model resnet50 -steps 100 -policy adaptive_strategy -out runs/a
+//   kfrun -w -np 2 -H 127.0.0.1:4 -builtin-config-port 9100 ./kftrain -policy scheduled_resize:schedule=10:4,20:3
+// Compute takes the model's profiled time per sample (or -compute-ms); gradients are real
+// buffers of the model's tensor sizes, -verify checks every allreduce's sum. Each worker writes
+// the common records (steps.csv, ...) into DIR/<ip>.<port>/.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <optional>
+
+#include "policies/registry.h"
+#include "transport/real/epoll_loop.h"
+#include "transport/real/flags.h"
+#include "transport/real/local_compute.h"
+#include "transport/real/real_membership.h"
+#include "transport/real/socket_transport.h"
+#include "transport/real/worker_env.h"
+#include "workloads/model.h"
+#include "workloads/records.h"
+#include "workloads/trainer.h"
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kftrain: a data-parallel training worker (run it under kfrun)"};
+  std::string model_name = "resnet50", device = "k80", out, timeout_text = "60s";
+  int batch = 32, steps = 20, ping_every = 0;
+  double compute_ms = -1;
+  std::size_t fusion = 0;
+  bool verify = false, quiet = false;
+  std::vector<std::string> policy_flags;
+  app.add_option("--model", model_name, "model profile (resnet50, resnet56, mobilenet_v2, ...)");
+  app.add_option("--device", device, "device whose profiled speed the compute takes (k80, v100, h100)");
+  app.add_option("--batch", batch, "samples per worker per step");
+  app.add_option("--steps", steps, "training steps");
+  app.add_option("--fusion", fusion, "fuse gradients into buckets of this many bytes (0: none)");
+  app.add_option("--compute-ms", compute_ms, "compute time per step in ms (default: the profile's)");
+  app.add_option("--policy", policy_flags, "a policy, e.g. adaptive_strategy:threshold=0.8 (repeatable)");
+  app.add_option("--ping-every", ping_every, "probe peer latencies every N steps (0: never)");
+  app.add_option("--timeout", timeout_text, "deadline of every collective (30s, 2m)");
+  app.add_flag("--verify", verify, "check every allreduce's result");
+  app.add_option("--out", out, "write records into OUT/<ip>.<port>/");
+  app.add_flag("--q", quiet, "no per-step lines");
+  auto args = kf::go_style_args(argc, argv, {"verify", "q"}, false);
+  try {
+    app.parse(static_cast<int>(args.argv.size()), args.argv.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    const kf::WorkerConfig config = kf::worker_config_from(kf::current_environment());
+    const kf::ModelProfile& model = kf::model_profile(model_name);
+    std::vector<std::unique_ptr<kf::Policy>> policies;
+    for (const auto& text : policy_flags)
+      policies.push_back(kf::make_policy(kf::parse_policy_flag(text)));
+    const bool elastic = env_or("KUNGFU_ELASTIC") == "1";
+    if (elastic && config.config_server.empty())
+      throw std::invalid_argument("KUNGFU_ELASTIC=1 but no KUNGFU_CONFIG_SERVER");
+
+    kf::TrainerOptions options{
+        .model = &model,
+        .batch_per_worker = batch,
+        .fusion_bytes = fusion,
+        .phantom = false,
+        .steps = steps,
+        .compute_per_sample = compute_ms >= 0
+                                  ? std::chrono::nanoseconds(static_cast<std::int64_t>(
+                                        compute_ms * 1e6 / std::max(batch, 1)))
+                                  : kf::compute_time_per_sample(model, device),
+        .engine = {.timeout = kf::parse_duration(timeout_text)},
+        .ping_every = ping_every,
+        .joining = env_or("KUNGFU_JOINING") == "1",
+        .verify = verify};
+    if (config.strategy) options.engine.strategy = *config.strategy;
+
+    kf::SocketTransportOptions transport_options;
+    transport_options.secret = env_or("KUNGFU_SECRET");
+    kf::EpollLoop loop;
+    kf::LocalCompute compute(loop);
+    kf::RunRecorder recorder;
+    std::promise<kf::Status> finished;
+    bool detached = false;
+    std::unique_ptr<kf::RealMembership> membership;
+    std::unique_ptr<kf::SocketTransport> fixed;
+    std::unique_ptr<kf::Trainer> trainer;
+    recorder.on_worker_finished = [&](int, const kf::Status& s, kf::TimePoint) {
+      detached = trainer && trainer->detached();
+      finished.set_value(s);
+    };
+    if (!quiet) {
+      recorder.on_step_finished = [&](const kf::StepRecord& s) {
+        if (s.rank != 0) return;
+        std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s\n",
+                    static_cast<long long>(s.step), s.cluster_size, s.strategy.c_str(),
+                    s.metrics.samples_per_second, s.actions.empty() ? "" : " -> ",
+                    s.actions.c_str());
+        std::fflush(stdout);
+      };
+    }
+    loop.call([&] {
+      kf::TrainerWorld world{.executor = loop, .compute = compute};
+      if (elastic) {
+        kf::RealMembershipOptions m{.config_server = config.config_server,
+                                    .token = transport_options.secret,
+                                    .transport = transport_options};
+        const std::string slots = env_or("KUNGFU_HOST_SLOTS");
+        m.hosts = slots.empty() ? std::vector<kf::HostSlots>{} : kf::parse_host_list(slots);
+        if (m.hosts.empty()) m.hosts.push_back({config.cluster.worker(config.rank).host, config.cluster.size()});
+        const std::string ports = env_or("KUNGFU_PORT_RANGE");
+        if (!ports.empty()) m.first_port = kf::parse_port_range(ports).begin;
+        membership = std::make_unique<kf::RealMembership>(loop, std::move(m));
+        world.membership = membership.get();
+      } else {
+        fixed = std::make_unique<kf::SocketTransport>(loop, config.cluster, config.rank,
+                                                      transport_options);
+        if (config.cluster.size() > 1) fixed->start();
+        world.transport = fixed.get();
+      }
+      trainer = std::make_unique<kf::Trainer>(config.cluster, config.rank, world, options,
+                                              kf::PolicyRunner(std::move(policies)), recorder);
+      trainer->start();
+    });
+    const kf::Status status = finished.get_future().get();
+
+    // Orderly close: the last messages out, a bye to every peer.
+    std::promise<void> closed;
+    loop.call([&] {
+      trainer.reset();
+      if (membership) {
+        membership->leave([&closed] { closed.set_value(); });
+      } else if (fixed) {
+        fixed->shutdown(std::chrono::seconds(10), [&closed] { closed.set_value(); });
+      } else {
+        closed.set_value();
+      }
+    });
+    closed.get_future().wait_for(std::chrono::seconds(12));
+    loop.call([&] {
+      membership.reset();
+      fixed.reset();
+    });
+    loop.stop();
+
+    if (!out.empty()) {
+      const kf::PeerID& me = config.cluster.worker(config.rank);
+      recorder.write(fmt::format("{}/{}.{}", out, me.host, me.port),
+                     recorder.summary({{"program", "kftrain"},
+                                       {"model", model_name},
+                                       {"device", device},
+                                       {"batch_per_worker", batch},
+                                       {"steps", steps},
+                                       {"detached", detached}},
+                                      {}));
+    }
+    if (!status.ok()) {
+      std::fprintf(stderr, "kftrain: %s\n", status.to_string().c_str());
+      return 1;
+    }
+    if (detached) std::printf("kftrain: detached (not in the new cluster): exiting\n");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kftrain: %s\n", e.what());
+    return 2;
+  }
+}
