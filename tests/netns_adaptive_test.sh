@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The adaptive_strategy policy on real processes: 4 network namespaces on a bridge, every link
+# 1 Gbit/s (tbf), one kfrun + kftrain per namespace training over STAR (rooted at worker 0).
+# Once training runs, a 5th namespace ("outside") receives a 2-stream iperf3 flood from worker 0,
+# crowding the root's link. Checks: every worker switches to the same strategy at the same step,
+# after the flood began, and the steps after the switch are faster than the contended ones and
+# near the speed from before. Skips (exit 77) where namespaces cannot be made; always cleans up.
+#   netns_adaptive_test.sh KFRUN KFTRAIN
+set -uo pipefail
+KFRUN="$1"
+KFTRAIN="$2"
+N=4
+TAG="kfa$$"
+BR_NS="${TAG}br"
+WORK="$(mktemp -d)"
+FLOOD_AT=12  # the flood starts once worker 0 has finished this step
+STEPS=45
+
+cleanup() {
+  for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
+  for i in $(seq 0 $N); do
+    ip netns pids "${TAG}n$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del "${TAG}n$i" 2>/dev/null
+  done
+  ip netns del "$BR_NS" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+
+[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
+command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+command -v tc >/dev/null || skip "tc (iproute2) is not installed"
+command -v iperf3 >/dev/null || skip "iperf3 is not installed"
+ip netns add "$BR_NS" 2>"$WORK/err" || skip "cannot create a network namespace: $(cat "$WORK/err")"
+ip -n "$BR_NS" link add br0 type bridge || skip "cannot create a bridge"
+ip -n "$BR_NS" link set br0 up
+
+hosts=""
+for i in $(seq 0 $N); do  # namespace N is "outside": no worker, the flood's sink
+  ns="${TAG}n$i"
+  ip netns add "$ns" || skip "cannot create namespace $ns"
+  ip link add "${TAG}v$i" type veth peer name "${TAG}p$i" || skip "cannot create a veth pair"
+  ip link set "${TAG}v$i" netns "$ns"
+  ip link set "${TAG}p$i" netns "$BR_NS"
+  ip -n "$ns" link set "${TAG}v$i" name eth0
+  ip -n "$ns" link set eth0 mtu 9000
+  ip -n "$BR_NS" link set "${TAG}p$i" mtu 9000
+  ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null
+  ip -n "$BR_NS" link set "${TAG}p$i" master br0
+  ip -n "$BR_NS" link set "${TAG}p$i" up
+  tc -n "$ns" qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 50ms ||
+    skip "tc tbf is not available"
+  tc -n "$BR_NS" qdisc add dev "${TAG}p$i" root tbf rate 1gbit burst 256kb latency 50ms
+  [[ $i -lt $N ]] && hosts="${hosts:+$hosts,}10.78.0.$((i + 1)):1"
+done
+outside="10.78.0.$((N + 1))"
+ip netns exec "${TAG}n$N" iperf3 -s -D -1 --logfile "$WORK/iperf-server.log" || skip "iperf3 -s failed"
+
+for i in $(seq 0 $((N - 1))); do
+  ip netns exec "${TAG}n$i" "$KFRUN" -np $N -H "$hosts" -self "10.78.0.$((i + 1))" \
+    -port-range 10000-10010 -strategy STAR -q -timeout 150s \
+    "$KFTRAIN" -model resnet56 -compute-ms 80 -steps $STEPS -verify -timeout 60s \
+    -policy adaptive_strategy:threshold=0.8,window=3 -out "$WORK/records" >"$WORK/out$i" 2>&1 &
+  pids+=($!)
+done
+# Flood once worker 0 has trained a while.
+for _ in $(seq 1 1200); do
+  grep -q "step $FLOOD_AT:" "$WORK/out0" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "step $FLOOD_AT:" "$WORK/out0" || { cat "$WORK/out0"; echo "FAIL: training never reached step $FLOOD_AT"; exit 1; }
+ip netns exec "${TAG}n0" iperf3 -c "$outside" -P 2 -t 120 >"$WORK/iperf.log" 2>&1 &
+flood=$!
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+kill "$flood" 2>/dev/null
+cat "$WORK/out0"
+if [[ $status -ne 0 ]]; then
+  for i in $(seq 1 $((N - 1))); do echo "--- host $i:"; cat "$WORK/out$i"; done
+  echo "FAIL: a kfrun exited with $status"
+  exit 1
+fi
+
+python3 - "$WORK/records" "$FLOOD_AT" <<'PY'
+import csv, glob, sys, collections
+root, flood_at = sys.argv[1], int(sys.argv[2])
+steps = collections.defaultdict(list)
+for f in glob.glob(root + "/*/steps.csv"):
+    for r in csv.DictReader(open(f)):
+        steps[int(r["step"])].append(r)
+def fail(msg):
+    print("FAIL:", msg); sys.exit(1)
+len(glob.glob(root + "/*/steps.csv")) == 4 or fail("records of 4 workers expected")
+switched = None
+for k in sorted(steps):
+    names = {r["strategy"] for r in steps[k]}
+    len(names) == 1 or fail("workers disagree on the strategy at step %d: %s" % (k, names))
+    if switched is None and names != {"STAR"}:
+        switched = k
+switched is not None or fail("no switch happened")
+switched > flood_at or fail("switched at step %d, before the flood (after step %d)" % (switched, flood_at))
+def rate(ks):
+    ks = list(ks)
+    t = sum(max(float(r["end_s"]) for r in steps[k]) - min(float(r["start_s"]) for r in steps[k]) for k in ks)
+    return sum(int(r["samples"]) for k in ks for r in steps[k]) / t
+before = rate(range(2, flood_at + 1))
+contended = rate(range(flood_at + 2, switched))
+after = rate(range(switched + 1, max(steps) + 1))
+print("switch to %s before step %d (flood after step %d): %.0f samples/s before, %.0f contended, %.0f after (%.2f of before)"
+      % (steps[switched][0]["strategy"], switched, flood_at, before, contended, after, after / before))
+switched - flood_at <= 8 or fail("switched %d steps after the flood" % (switched - flood_at))
+after > contended or fail("no faster after the switch")
+after >= 0.8 * before or fail("recovered only %.2f of the throughput from before" % (after / before))
+print("PASS")
+PY
