@@ -76,7 +76,7 @@ void print_summary(const nlohmann::json& s, const nlohmann::json& perf, const st
              perf["wall_seconds"].get<double>(), perf["events_per_wall_second"].get<double>(),
              perf["simulated_seconds_per_wall_second"].get<double>());
   fmt::print(
-      "  records: {}/{{steps.csv, collectives.csv, events.csv, summary.json, trace.json, "
+      "  records: {}/{{steps.csv, peers.csv, collectives.csv, events.csv, summary.json, trace.json, "
       "perf.json}}\n",
       out);
 }

@@ -82,7 +82,7 @@ final == peak - 1 or fail("did not give the last addition back (peak %d, final %
 
 # Same file, same seed: the same bytes, adaptation and resizes included.
 run resize-again resize.yaml
-for f in steps.csv collectives.csv events.csv summary.json; do
+for f in steps.csv peers.csv collectives.csv events.csv summary.json; do
   if ! cmp -s "$work/resize/$f" "$work/resize-again/$f"; then
     echo "FAIL determinism: $f differs between two runs of resize.yaml"; failures=$((failures + 1))
   fi

@@ -59,7 +59,7 @@ workload: {model: resnet56, device: v100, batch_per_worker: 16}
 strategy: RING_RS_AG
 YAML
 if "$kfsim" "$work/good.yaml" --quiet --out "$work/good" && \
-   for f in steps.csv collectives.csv events.csv summary.json trace.json perf.json; do
+   for f in steps.csv peers.csv collectives.csv events.csv summary.json trace.json perf.json; do
      [[ -s "$work/good/$f" ]] || { echo "missing $f"; false; }; done; then
   echo "ok   good run writes every record"
 else

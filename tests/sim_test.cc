@@ -225,7 +225,7 @@ TEST(SimDeterminism, SameScenarioAndSeedGiveByteIdenticalRecords) {
   const auto a = run_small("a", {});
   const auto b = run_small("b", {});
   for (const char* file :
-       {"steps.csv", "collectives.csv", "events.csv", "summary.json", "trace.json"}) {
+       {"steps.csv", "peers.csv", "collectives.csv", "events.csv", "summary.json", "trace.json"}) {
     const std::string x = slurp(a / file), y = slurp(b / file);
     EXPECT_FALSE(x.empty()) << file;
     EXPECT_TRUE(x == y) << file << " differs between two runs of the same scenario and seed";

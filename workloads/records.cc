@@ -213,6 +213,24 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
     close_checked(out, path);
   }
   {
+    // Per peer pair and step, the pairs that carried traffic or were probed (a full matrix would
+    // be n^2 rows per step for nothing on large clusters).
+    const auto path = root / "peers.csv";
+    auto out = open_for_write(path);
+    out << "rank,step,peer,egress_bps,ingress_bps,latency_s\n";
+    for (const auto& s : steps_) {
+      const StepMetrics& m = s.metrics;
+      for (std::size_t p = 0; p < m.egress_bps.size(); ++p) {
+        const double latency = p < m.latency_seconds.size() ? m.latency_seconds[p] : -1.0;
+        const double ingress = p < m.ingress_bps.size() ? m.ingress_bps[p] : 0.0;
+        if (m.egress_bps[p] == 0 && ingress == 0 && latency < 0) continue;
+        out << fmt::format("{},{},{},{:.1f},{:.1f},{:.9f}\n", s.rank, s.step, p, m.egress_bps[p],
+                           ingress, latency);
+      }
+    }
+    close_checked(out, path);
+  }
+  {
     const auto path = root / "collectives.csv";
     auto out = open_for_write(path);
     out << "rank,step,name,bytes,start_s,end_s,duration_s,strategy\n";

@@ -1,6 +1,6 @@
 // RunRecorder: the output records every run writes, simulated or real, so analysis/ can plot
-// both side by side: steps.csv, collectives.csv, events.csv, summary.json and a Chrome trace
-// (trace.json, opens in Perfetto). Everything is in world time (simulated or steady clock), so a
+// both side by side: steps.csv, peers.csv, collectives.csv, events.csv, summary.json and a
+// Chrome trace (trace.json, opens in Perfetto). Everything is in world time (simulated or steady clock), so a
 // simulated run's files are byte-identical for the same scenario and seed.
 #pragma once
 
