@@ -47,7 +47,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "training steps");
   app.add_option("--fusion", fusion, "fuse gradients into buckets of this many bytes (0: none)");
   app.add_option("--compute-ms", compute_ms, "compute time per step in ms (default: the profile's)");
-  app.add_option("--policy", policy_flags, "a policy, e.g. adaptive_strategy:threshold=0.8 (repeatable)");
+  app.add_option("--policy", policy_flags,
+                 "a policy, e.g. adaptive_strategy:threshold=0.8 (repeatable; default: "
+                 "KUNGFU_POLICY, specs separated by ';')");
   app.add_option("--ping-every", ping_every, "probe peer latencies every N steps (0: never)");
   app.add_option("--timeout", timeout_text, "deadline of every collective (30s, 2m)");
   app.add_flag("--verify", verify, "check every allreduce's result");
@@ -64,6 +66,15 @@ int main(int argc, char** argv) {
     const kf::WorkerConfig config = kf::worker_config_from(kf::current_environment());
     const kf::ModelProfile& model = kf::model_profile(model_name);
     std::vector<std::unique_ptr<kf::Policy>> policies;
+    if (policy_flags.empty()) {
+      // kfrun -policy hands policies to every worker as KUNGFU_POLICY="spec;spec".
+      const std::string from_env = env_or("KUNGFU_POLICY");
+      for (std::size_t begin = 0; begin < from_env.size();) {
+        const auto end = std::min(from_env.find(';', begin), from_env.size());
+        if (end > begin) policy_flags.push_back(from_env.substr(begin, end - begin));
+        begin = end + 1;
+      }
+    }
     for (const auto& text : policy_flags)
       policies.push_back(kf::make_policy(kf::parse_policy_flag(text)));
     const bool elastic = env_or("KUNGFU_ELASTIC") == "1";
