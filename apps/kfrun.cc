@@ -1,7 +1,9 @@
 // kfrun: KungFu's launcher. Run it once on every host with the same flags; each computes the same
 // global worker list, starts its own workers with the KUNGFU_* environment, prefixes their output
-// and exits with the first failing worker's code.
+// and exits with the first failing worker's code. With -w (elastic) it also follows the config
+// server and starts the workers that a resized cluster adds on its host.
 //   kfrun -np 4 -H 10.0.0.1:2,10.0.0.2:2 -nic eth0 ./train --epochs 3
+//   kfrun -w -np 2 -H 10.0.0.1:4,10.0.0.2:4 -nic eth0 -config-server http://10.0.0.1:9100 ./train
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -13,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "transport/real/config_client.h"
 #include "transport/real/config_server.h"
+#include "transport/real/elastic_supervisor.h"
 #include "transport/real/flags.h"
 #include "transport/real/launch_plan.h"
 #include "transport/real/supervisor.h"
@@ -22,7 +26,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kfrun: start KungFu workers on this host (flags as kungfu-run)"};
   int np = 1;
   std::string hosts_text, hostfile, nic, self, port_range = "10000-11000", strategy, logdir;
-  std::string timeout_text, config_server;
+  std::string timeout_text, config_server, detach_timeout_text = "30s";
   bool quiet = false, verbose = true, watch = false;
   int builtin_config_port = 0;
   app.add_option("--np", np, "number of workers in total");
@@ -37,7 +41,11 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_text, "stop everything after this long (30s, 5m, 1h)");
   app.add_flag("--v", verbose,
                "prefix worker output with [ip.port::stdout] (default; -v=false: off)");
-  app.add_flag("--w", watch, "elastic mode (arrives with the elastic issue)");
+  app.add_flag("--w", watch,
+               "elastic: watch the config server, start the workers a new cluster version adds "
+               "on this host (needs -builtin-config-port or -config-server)");
+  app.add_option("--detach-timeout", detach_timeout_text,
+                 "-w: stop a worker still running this long after a version dropped it (30s)");
   app.add_option("--config-server", config_server, "config server URL (elastic mode)");
   app.add_option("--builtin-config-port", builtin_config_port,
                  "serve the planned cluster on this port (a config server for the workers)");
@@ -55,10 +63,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (watch || !config_server.empty()) {
+    if (watch && config_server.empty() && builtin_config_port == 0) {
       std::fprintf(stderr,
-                   "[kfrun] -w / -config-server are accepted; elastic watching arrives with the "
-                   "adaptation issue, running with a fixed cluster\n");
+                   "kfrun: -w needs a config server: -builtin-config-port PORT (serve one here) "
+                   "or -config-server URL\n");
+      return 2;
     }
     if (builtin_config_port < 0 || builtin_config_port > 65535) {
       throw std::invalid_argument(
@@ -85,15 +94,17 @@ int main(int argc, char** argv) {
     if (!strategy.empty() && !kf::parse_strategy_name(strategy)) {
       throw std::invalid_argument("-strategy " + strategy + ": unknown");
     }
-    const auto cluster = kf::plan_cluster(hosts, np, kf::parse_port_range(port_range));
+    const auto ports = kf::parse_port_range(port_range);
+    const auto cluster = kf::plan_cluster(hosts, np, ports);
+    const char* secret_env = std::getenv("KUNGFU_SECRET");
+    const std::string secret = secret_env != nullptr ? secret_env : "";
     // -builtin-config-port: this runner serves the planned cluster and its workers are told so.
     std::optional<kf::ConfigServer> builtin_server;
     if (builtin_config_port != 0) {
-      const char* secret = std::getenv("KUNGFU_SECRET");
       builtin_server.emplace(
           kf::ConfigServerOptions{.addr = "0.0.0.0",
                                   .port = static_cast<std::uint16_t>(builtin_config_port),
-                                  .token = secret != nullptr ? secret : "",
+                                  .token = secret,
                                   .initial = cluster});
       config_server = fmt::format("http://{}:{}/config", self, builtin_config_port);
       if (!quiet) {
@@ -101,14 +112,31 @@ int main(int argc, char** argv) {
                      config_server.c_str(), static_cast<unsigned long long>(cluster.version()));
       }
     }
+    kf::SupervisorOptions options{
+        .command = command, .prefix = verbose, .quiet = quiet, .logdir = logdir};
+    if (!timeout_text.empty()) options.timeout = kf::parse_duration(timeout_text);
+    if (watch) {
+      options.detach_timeout = kf::parse_duration(detach_timeout_text);
+      const kf::ElasticOptions elastic{.self = self,
+                                       .strategy = strategy,
+                                       .config_server = config_server,
+                                       .token = secret,
+                                       .env = {.host_slots = kf::format_host_list(hosts),
+                                               .port_range = kf::format_port_range(ports)}};
+      // The builtin server already holds the planned cluster; an external one is initialised by
+      // the first runner to find it empty.
+      const auto initial =
+          builtin_server ? cluster
+                         : kf::initial_cluster(
+                               kf::ConfigClient(config_server, secret, elastic.request_timeout),
+                               cluster, elastic.server_lost_after);
+      return kf::supervise_elastic(initial, elastic, options);
+    }
     const auto workers = kf::local_workers(cluster, self, strategy, config_server);
     if (workers.empty()) {
       throw std::invalid_argument(fmt::format("no workers on this host ({}) in {}", self,
                                               kf::join_peers(cluster.workers())));
     }
-    kf::SupervisorOptions options{
-        .command = command, .prefix = verbose, .quiet = quiet, .logdir = logdir};
-    if (!timeout_text.empty()) options.timeout = kf::parse_duration(timeout_text);
     return kf::supervise(workers, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kfrun: %s\n", e.what());

@@ -195,13 +195,27 @@ TEST(SocketTransport, SameSecretWorks) {
 TEST(SocketTransport, OtherClusterVersionIsRefused) {
   const auto base = free_port_base(2);
   Node server(ClusterSpec(3, {}, ClusterSpec::local(2, base).workers()), 0);
-  Node client(ClusterSpec(4, {}, ClusterSpec::local(2, base).workers()), 1);
+  // A newer client waits for the server to catch up (an elastic resize in progress), within its
+  // connect deadline; then the refusal is the error.
+  Node client(ClusterSpec(4, {}, ClusterSpec::local(2, base).workers()), 1,
+              {.connect_timeout = std::chrono::seconds(1)});
   client.send(0, numbered(1, 0, 100));
   ASSERT_TRUE(eventually([&] { return !client.lost().empty(); }));
   EXPECT_NE(client.lost()[0].why.find("wrong cluster version"), std::string::npos)
       << client.lost()[0].why;
   EXPECT_EQ(server.received_count(), 0u);
   EXPECT_NE(server.logs().find("cluster version 4 (ours 3)"), std::string::npos) << server.logs();
+}
+
+TEST(SocketTransport, AnOlderClientIsRefusedAtOnce) {
+  const auto base = free_port_base(2);
+  Node server(ClusterSpec(4, {}, ClusterSpec::local(2, base).workers()), 0);
+  Node client(ClusterSpec(3, {}, ClusterSpec::local(2, base).workers()), 1);
+  client.send(0, numbered(1, 0, 100));
+  ASSERT_TRUE(eventually([&] { return !client.lost().empty(); }));
+  EXPECT_NE(client.lost()[0].why.find("wrong cluster version"), std::string::npos)
+      << client.lost()[0].why;
+  EXPECT_EQ(server.received_count(), 0u);
 }
 
 TEST(Peer, PortAlreadyTakenIsAClearError) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 
@@ -97,13 +98,18 @@ ClusterSpec plan_cluster(const std::vector<HostSlots>& hosts, int np, PortRange 
   if (np < 1) throw std::invalid_argument(fmt::format("-np {}: need at least 1", np));
   std::vector<PeerID> workers;
   std::vector<PeerID> runners;
+  // Every host gets a runner, also those the first np slots do not reach: an elastic job (-w)
+  // may grow onto them (ClusterSpec::resized places new workers on runners only).
   for (const auto& h : hosts) {
-    if (static_cast<int>(workers.size()) == np) break;
+    const PeerID runner{h.ip, runner_port};
+    if (std::find(runners.begin(), runners.end(), runner) == runners.end()) {
+      runners.push_back(runner);
+    }
+    if (static_cast<int>(workers.size()) == np) continue;
     if (h.slots > ports.end - ports.begin + 1) {
       throw std::invalid_argument(fmt::format("host {} has {} slots but -port-range holds {} ports",
                                               h.ip, h.slots, ports.end - ports.begin + 1));
     }
-    runners.push_back(PeerID{h.ip, runner_port});
     for (int j = 0; j < h.slots && static_cast<int>(workers.size()) < np; ++j) {
       workers.push_back(PeerID{h.ip, static_cast<std::uint16_t>(ports.begin + j)});
     }
@@ -133,6 +139,19 @@ std::string interface_ip(const std::string& nic) {
   return ip;
 }
 
+std::string format_host_list(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const auto& h : hosts) {
+    if (!out.empty()) out += ',';
+    out += fmt::format("{}:{}", h.ip, h.slots);
+  }
+  return out;
+}
+
+std::string format_port_range(PortRange ports) {
+  return fmt::format("{}-{}", ports.begin, ports.end);
+}
+
 std::string join_peers(const std::vector<PeerID>& ids) {
   std::string out;
   for (const auto& id : ids) {
@@ -159,6 +178,21 @@ std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::s
     if (!strategy.empty()) w.env["KUNGFU_ALLREDUCE_STRATEGY"] = strategy;
     if (!config_server.empty()) w.env["KUNGFU_CONFIG_SERVER"] = config_server;
     out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::vector<WorkerLaunch> elastic_local_workers(const ClusterSpec& cluster, const std::string& self,
+                                                const std::string& strategy,
+                                                const std::string& config_server,
+                                                const ElasticEnv& elastic, bool joining) {
+  auto out = local_workers(cluster, self, strategy, config_server);
+  const std::string yes = "1";  // (assigning "1" directly trips GCC 12's -Wrestrict)
+  for (auto& w : out) {
+    w.env["KUNGFU_ELASTIC"] = yes;
+    w.env["KUNGFU_HOST_SLOTS"] = elastic.host_slots;
+    w.env["KUNGFU_PORT_RANGE"] = elastic.port_range;
+    if (joining) w.env["KUNGFU_JOINING"] = yes;
   }
   return out;
 }

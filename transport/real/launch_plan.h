@@ -30,7 +30,7 @@ struct PortRange {
 std::vector<HostSlots> parse_host_list(std::string_view text);     // "ip:slots,ip:slots"
 std::vector<HostSlots> parse_hostfile(std::string_view contents);  // lines "IP slots=N", # comments
 PortRange parse_port_range(std::string_view text);                 // "10000-11000"
-// The first np slots over the hosts in order; one runner per host.
+// The first np slots over the hosts in order; one runner per host, also on hosts with no worker.
 ClusterSpec plan_cluster(const std::vector<HostSlots>& hosts, int np, PortRange ports,
                          std::uint16_t runner_port = kDefaultRunnerPort);
 // The IPv4 address of a network interface ("eth0"); throws if it has none.
@@ -46,6 +46,21 @@ std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::s
                                         const std::string& strategy,
                                         const std::string& config_server);
 
-std::string join_peers(const std::vector<PeerID>& ids);  // "h:p,h:p"
+std::string join_peers(const std::vector<PeerID>& ids);             // "h:p,h:p"
+std::string format_host_list(const std::vector<HostSlots>& hosts);  // "ip:slots,ip:slots"
+std::string format_port_range(PortRange ports);                     // "10000-11000"
+
+// Elastic mode (kfrun -w): what every worker is told besides local_workers()'s variables, so it
+// can propose a resized cluster (ClusterSpec::resized(n, ports.begin, slots)).
+struct ElasticEnv {
+  std::string host_slots;  // KUNGFU_HOST_SLOTS, format_host_list(-H)
+  std::string port_range;  // KUNGFU_PORT_RANGE, format_port_range(-port-range)
+};
+// local_workers() plus KUNGFU_ELASTIC=1, KUNGFU_HOST_SLOTS, KUNGFU_PORT_RANGE and, for workers
+// started because a new cluster version added them, KUNGFU_JOINING=1.
+std::vector<WorkerLaunch> elastic_local_workers(const ClusterSpec& cluster, const std::string& self,
+                                                const std::string& strategy,
+                                                const std::string& config_server,
+                                                const ElasticEnv& elastic, bool joining);
 
 }  // namespace kf

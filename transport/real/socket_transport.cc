@@ -74,6 +74,7 @@ SocketTransport::SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank,
   waiting_.resize(n);
   connect_deadline_.assign(n, TimePoint{});
   backoff_.assign(n, kFirstBackoff);
+  last_refusal_.assign(n, "");
   lost_.assign(n, false);
   departed_.assign(n, false);
   pending_acks_.resize(n);
@@ -173,9 +174,9 @@ void SocketTransport::connect_to(int rank) {
 void SocketTransport::retry_connect(int rank, int err) {
   const auto r = static_cast<std::size_t>(rank);
   if (loop_.now() >= connect_deadline_[r]) {
-    lose_peer(rank,
-              fmt::format("cannot connect to {} within {:.0f}s: {}", endpoint_of(rank).to_string(),
-                          to_seconds(options_.connect_timeout), net::errno_text(err)));
+    lose_peer(rank, fmt::format("cannot connect to {} within {:.0f}s: {}",
+                                endpoint_of(rank).to_string(), to_seconds(options_.connect_timeout),
+                                last_refusal_[r].empty() ? net::errno_text(err) : last_refusal_[r]));
     return;
   }
   const Duration wait = backoff_[r];
@@ -223,6 +224,9 @@ void SocketTransport::take_welcome(Conn& c) {
     // The peer is still on the previous cluster version (an elastic resize in progress) and
     // will listen with ours shortly: try again, within the usual connect deadline.
     const int rank = c.peer;
+    last_refusal_[static_cast<std::size_t>(rank)] =
+        fmt::format("{} refused us: {} (ours {}, theirs {})", c.address,
+                    handshake::verdict_name(w->verdict), cluster_.version(), w->cluster_version);
     close(c.id, "");
     retry_connect(rank, ECONNREFUSED);
     return;
@@ -409,8 +413,13 @@ bool SocketTransport::read_handshake(Conn& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     const std::string err = n == 0 ? "closed" : net::errno_text(errno);
     if (c.outbound) {
-      close(id,
-            fmt::format("connection to {} {} during the handshake (refused us?)", c.address, err));
+      // Cut before any verdict: the peer is starting, or is replacing its transport for a new
+      // cluster version (elastic resize). Try again within the connect deadline; a refusal
+      // proper comes as a verdict, never as this.
+      const int rank = c.peer;
+      const int code = n == 0 ? ECONNRESET : errno;
+      close(id, "");
+      retry_connect(rank, code);
     } else {
       refuse(id, fmt::format("connection {} during the handshake", err));
     }

@@ -117,6 +117,7 @@ class SocketTransport final : public Transport {
   std::vector<std::deque<Message>> waiting_;  // sends before the connection is up, by rank
   std::vector<TimePoint> connect_deadline_;
   std::vector<Duration> backoff_;
+  std::vector<std::string> last_refusal_;  // why the peer last turned us away, for the final error
   std::vector<bool> lost_;
   std::vector<bool> departed_;  // said bye: its connections closing is no loss
   struct LentPayload {

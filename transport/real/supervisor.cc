@@ -15,7 +15,9 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "transport/real/fd.h"
 
@@ -40,35 +42,36 @@ struct Stream {
 };
 
 struct Child {
-  const WorkerLaunch* launch;
+  WorkerLaunch launch;
   pid_t pid = -1;
   bool running = false;
+  bool retired = false;  // asked to stop by retire(): its exit is no failure
+  std::optional<std::chrono::steady_clock::time_point> kill_at;  // retire()'s SIGKILL
   int code = 0;
   Stream out, err;
 };
 
-class Run {
- public:
-  Run(const std::vector<WorkerLaunch>& workers, const SupervisorOptions& options)
-      : options_(options) {
+}  // namespace
+
+struct WorkerPool::Impl {
+  using Clock = std::chrono::steady_clock;
+
+  explicit Impl(SupervisorOptions o) : options(std::move(o)), start_time(Clock::now()) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2 failed");
-    signal_read_.reset(p[0]);
-    signal_write_.reset(p[1]);
-    g_signal_pipe = signal_write_.get();
+    signal_read.reset(p[0]);
+    signal_write.reset(p[1]);
+    g_signal_pipe = signal_write.get();
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     for (int sig : {SIGINT, SIGTERM, SIGCHLD})
       ::sigaction(sig, &sa, nullptr);
-    if (!options_.logdir.empty()) ::mkdir(options_.logdir.c_str(), 0755);
-    children_.resize(workers.size());
-    for (std::size_t i = 0; i < workers.size(); ++i)
-      spawn(children_[i], workers[i]);
+    if (!options.logdir.empty()) ::mkdir(options.logdir.c_str(), 0755);
   }
 
-  ~Run() {
+  ~Impl() {
     struct sigaction sa {};
     sa.sa_handler = SIG_DFL;
     for (int sig : {SIGINT, SIGTERM, SIGCHLD})
@@ -76,44 +79,56 @@ class Run {
     g_signal_pipe = -1;
   }
 
-  int wait() {
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    std::optional<Clock::time_point> drain_until;
-    for (;;) {
+  void turn(std::chrono::milliseconds wait) {
+    reap();
+    const auto now = Clock::now();
+    if (options.timeout && !timed_out && now - start_time > *options.timeout) {
+      timed_out = true;
+      say(fmt::format("timeout: {} s passed, stopping all workers",
+                      std::chrono::duration<double>(*options.timeout).count()));
+      if (!first_failure) first_failure = 124;
+      begin_stop(SIGTERM);
+    }
+    if (first_failure && !stopping) begin_stop(SIGTERM);
+    if (kill_at && now > *kill_at) {
+      say("grace period over: SIGKILL");
+      stop_all(SIGKILL);
+      kill_at.reset();
+    }
+    for (auto& c : children) {
+      if (c->running && c->kill_at && now > *c->kill_at) {
+        say(fmt::format("{} still running after the grace period: SIGKILL",
+                        c->launch.id.to_string()));
+        ::kill(-c->pid, SIGKILL);
+        c->kill_at.reset();
+      }
+    }
+    poll_once(static_cast<int>(wait.count()));
+  }
+
+  int finish() {
+    const auto drain_until = Clock::now() + std::chrono::seconds(1);
+    while (open_streams() > 0 && Clock::now() <= drain_until) {
       reap();
-      if (running() == 0) {
-        if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(1);
-        if (open_streams() == 0 || Clock::now() > *drain_until) break;
-      }
-      if (options_.timeout && !timed_out_ && Clock::now() - start > *options_.timeout) {
-        timed_out_ = true;
-        say(fmt::format("timeout: {} s passed, stopping all workers",
-                        std::chrono::duration<double>(*options_.timeout).count()));
-        if (!first_failure_) first_failure_ = 124;
-        begin_stop(SIGTERM);
-      }
-      if (first_failure_ && !stopping_) begin_stop(SIGTERM);
-      if (kill_at_ && Clock::now() > *kill_at_) {
-        say("grace period over: SIGKILL");
-        stop_all(SIGKILL);
-        kill_at_.reset();
-      }
       poll_once(50);
     }
     flush_all();
-    return first_failure_.value_or(0);
+    return first_failure.value_or(0);
   }
 
- private:
-  void say(const std::string& line) {
-    if (!options_.quiet) std::fprintf(stderr, "[kfrun] %s\n", line.c_str());
+  void say(const std::string& line) const {
+    if (!options.quiet) std::fprintf(stderr, "[kfrun] %s\n", line.c_str());
   }
 
-  void spawn(Child& c, const WorkerLaunch& w) {
-    c.launch = &w;
+  void spawn(const WorkerLaunch& w) {
+    auto child = std::make_unique<Child>();
+    Child& c = *child;
+    c.launch = w;
     int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      ::close(out[0]);
+      ::close(out[1]);
       throw std::runtime_error("pipe2 failed");
     }
     // Build argv and envp before fork: the child only calls async-signal-safe functions.
@@ -129,13 +144,17 @@ class Run {
     for (auto& s : env_strings)
       envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args = options_.command;
+    std::vector<std::string> args = options.command;
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
     const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid < 0) {
+      for (int fd : {out[0], out[1], err[0], err[1]})
+        ::close(fd);
+      throw std::runtime_error("fork failed");
+    }
     if (pid == 0) {
       ::setpgid(0, 0);
       ::dup2(out[1], STDOUT_FILENO);
@@ -157,60 +176,80 @@ class Run {
     const std::string name = fmt::format("{}.{}", w.id.host, w.id.port);
     c.out.fd.reset(out[0]);
     c.err.fd.reset(err[0]);
-    c.out.tag = options_.prefix ? fmt::format("[{}::stdout] ", name) : "";
-    c.err.tag = options_.prefix ? fmt::format("[{}::stderr] ", name) : "";
+    c.out.tag = options.prefix ? fmt::format("[{}::stdout] ", name) : "";
+    c.err.tag = options.prefix ? fmt::format("[{}::stderr] ", name) : "";
     c.out.sink = stdout;
     c.err.sink = stderr;
-    if (!options_.logdir.empty()) {
-      c.out.log = std::make_unique<std::ofstream>(options_.logdir + "/" + name + ".stdout.log");
-      c.err.log = std::make_unique<std::ofstream>(options_.logdir + "/" + name + ".stderr.log");
+    if (!options.logdir.empty()) {
+      // A worker started again (elastic mode) appends to its files.
+      const auto mode = started.insert(w.id).second ? std::ios::out : std::ios::app;
+      c.out.log =
+          std::make_unique<std::ofstream>(options.logdir + "/" + name + ".stdout.log", mode);
+      c.err.log =
+          std::make_unique<std::ofstream>(options.logdir + "/" + name + ".stderr.log", mode);
     }
+    children.push_back(std::move(child));
     say(fmt::format("started rank {} ({}) as pid {}", w.rank, w.id.to_string(), pid));
+  }
+
+  Child* find_running(const PeerID& id) const {
+    for (const auto& c : children)
+      if (c->running && c->launch.id == id) return c.get();
+    return nullptr;
+  }
+
+  void retire(const PeerID& id) {
+    Child* c = find_running(id);
+    if (c == nullptr || c->retired) return;
+    c->retired = true;
+    ::kill(-c->pid, SIGTERM);
+    c->kill_at = Clock::now() + options.grace;
   }
 
   int running() const {
     int n = 0;
-    for (const auto& c : children_)
-      n += c.running ? 1 : 0;
+    for (const auto& c : children)
+      n += c->running ? 1 : 0;
     return n;
   }
   int open_streams() const {
     int n = 0;
-    for (const auto& c : children_)
-      n += (c.out.fd ? 1 : 0) + (c.err.fd ? 1 : 0);
+    for (const auto& c : children)
+      n += (c->out.fd ? 1 : 0) + (c->err.fd ? 1 : 0);
     return n;
   }
 
   void reap() {
-    for (auto& c : children_) {
-      if (!c.running) continue;
+    for (auto& c : children) {
+      if (!c->running) continue;
       int status = 0;
-      if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
-      c.running = false;
-      c.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      const auto& id = c.launch->id;
-      if (c.code != 0 && !stopping_) {
-        say(fmt::format("rank {} ({}) failed with exit code {}{}", c.launch->rank, id.to_string(),
-                        c.code,
+      if (::waitpid(c->pid, &status, WNOHANG) != c->pid) continue;
+      c->running = false;
+      c->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      exits.emplace_back(c->launch.id, c->code);
+      const auto& id = c->launch.id;
+      if (c->code != 0 && !stopping && !c->retired) {
+        say(fmt::format("rank {} ({}) failed with exit code {}{}", c->launch.rank, id.to_string(),
+                        c->code,
                         WIFSIGNALED(status) ? fmt::format(" (signal {})", WTERMSIG(status)) : ""));
-        if (!first_failure_) first_failure_ = c.code;
+        if (!first_failure) first_failure = c->code;
       } else {
-        say(fmt::format("rank {} ({}) exited with code {}", c.launch->rank, id.to_string(),
-                        c.code));
+        say(fmt::format("rank {} ({}) exited with code {}", c->launch.rank, id.to_string(),
+                        c->code));
       }
     }
   }
 
   // Asks every worker to stop; those still running after the grace period are killed.
   void begin_stop(int sig) {
-    stopping_ = true;
+    stopping = true;
     stop_all(sig);
-    if (!kill_at_) kill_at_ = std::chrono::steady_clock::now() + options_.grace;
+    if (!kill_at) kill_at = Clock::now() + options.grace;
   }
 
   void stop_all(int sig) {
-    for (auto& c : children_)
-      if (c.running) ::kill(-c.pid, sig);
+    for (auto& c : children)
+      if (c->running) ::kill(-c->pid, sig);
   }
 
   void emit(Stream& s, std::string_view line) {
@@ -226,23 +265,24 @@ class Run {
       if (!s.pending.empty()) emit(s, s.pending);
       s.pending.clear();
       s.fd.reset();
+      if (s.log) s.log->flush();
       return;
     }
     s.pending.append(buf, static_cast<std::size_t>(n));
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1)
-      emit(s, std::string_view(s.pending).substr(start, nl - start));
-    s.pending.erase(0, start);
+    std::size_t begin = 0;
+    for (std::size_t nl; (nl = s.pending.find('\n', begin)) != std::string::npos; begin = nl + 1)
+      emit(s, std::string_view(s.pending).substr(begin, nl - begin));
+    s.pending.erase(0, begin);
     std::fflush(s.sink);
   }
 
   void poll_once(int ms) {
     std::vector<pollfd> fds;
     std::vector<Stream*> streams;
-    fds.push_back({signal_read_.get(), POLLIN, 0});
+    fds.push_back({signal_read.get(), POLLIN, 0});
     streams.push_back(nullptr);
-    for (auto& c : children_) {
-      for (Stream* s : {&c.out, &c.err}) {
+    for (auto& c : children) {
+      for (Stream* s : {&c->out, &c->err}) {
         if (!s->fd) continue;
         fds.push_back({s->fd.get(), POLLIN, 0});
         streams.push_back(s);
@@ -251,11 +291,11 @@ class Run {
     if (::poll(fds.data(), fds.size(), ms) <= 0) return;
     if ((fds[0].revents & POLLIN) != 0) {
       unsigned char sigs[64];
-      const ssize_t n = ::read(signal_read_.get(), sigs, sizeof sigs);
+      const ssize_t n = ::read(signal_read.get(), sigs, sizeof sigs);
       for (ssize_t i = 0; i < n; ++i) {
         if (sigs[i] == SIGINT || sigs[i] == SIGTERM) {
           say(fmt::format("got signal {}, forwarding it to the workers", sigs[i]));
-          if (!first_failure_) first_failure_ = 128 + sigs[i];
+          if (!first_failure) first_failure = 128 + sigs[i];
           begin_stop(sigs[i]);
         }
       }
@@ -265,8 +305,8 @@ class Run {
   }
 
   void flush_all() {
-    for (auto& c : children_)
-      for (Stream* s : {&c.out, &c.err}) {
+    for (auto& c : children)
+      for (Stream* s : {&c->out, &c->err}) {
         if (!s->pending.empty()) emit(*s, s->pending);
         s->pending.clear();
       }
@@ -274,21 +314,57 @@ class Run {
     std::fflush(stderr);
   }
 
-  const SupervisorOptions& options_;
-  Fd signal_read_, signal_write_;
-  std::vector<Child> children_;
-  std::optional<int> first_failure_;
-  bool stopping_ = false;
-  bool timed_out_ = false;
-  std::optional<std::chrono::steady_clock::time_point> kill_at_;
+  const SupervisorOptions options;
+  const Clock::time_point start_time;
+  Fd signal_read, signal_write;
+  std::vector<std::unique_ptr<Child>> children;
+  std::set<PeerID> started;
+  std::vector<std::pair<PeerID, int>> exits;
+  std::optional<int> first_failure;
+  bool stopping = false;
+  bool timed_out = false;
+  std::optional<Clock::time_point> kill_at;
 };
 
-}  // namespace
+WorkerPool::WorkerPool(const SupervisorOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+WorkerPool::~WorkerPool() = default;
+
+void WorkerPool::start(const WorkerLaunch& worker) {
+  impl_->spawn(worker);
+}
+void WorkerPool::turn(std::chrono::milliseconds wait) {
+  impl_->turn(wait);
+}
+void WorkerPool::retire(const PeerID& id) {
+  impl_->retire(id);
+}
+bool WorkerPool::is_running(const PeerID& id) const {
+  return impl_->find_running(id) != nullptr;
+}
+int WorkerPool::running() const {
+  return impl_->running();
+}
+std::vector<std::pair<PeerID, int>> WorkerPool::take_exits() {
+  return std::exchange(impl_->exits, {});
+}
+std::optional<int> WorkerPool::failure() const {
+  return impl_->first_failure;
+}
+int WorkerPool::finish() {
+  return impl_->finish();
+}
+void WorkerPool::say(const std::string& line) const {
+  impl_->say(line);
+}
 
 int supervise(const std::vector<WorkerLaunch>& workers, const SupervisorOptions& options) {
   if (workers.empty()) return 0;
-  Run run(workers, options);
-  return run.wait();
+  WorkerPool pool(options);
+  for (const auto& w : workers)
+    pool.start(w);
+  while (pool.running() > 0)
+    pool.turn(std::chrono::milliseconds(50));
+  return pool.finish();
 }
 
 }  // namespace kf

@@ -1,0 +1,131 @@
+// A stand-in worker for kfrun -w tests (kfrun_elastic_test.cc): no training, only the elastic
+// protocol's steps, driven through the config server like a real worker. It prints what kfrun
+// gave it, leaves a marker file DIR/HOST_PORT.started, and then, by MODE:
+//   grow-shrink  rank 0 of version 0 PUTs a cluster of 4; once all 4 have started, one of 3.
+//                Every worker waits for version 2: dropped -> "detached", exit 0; else exit 0.
+//   stubborn     as grow-shrink, but the dropped worker ignores the drop (sleeps until killed).
+//   grow-fail    rank 0 of version 0 PUTs a cluster of 4; the 4th exits 5; others wait.
+//   fail         rank 1 exits 3; the others wait.
+//   put-and-exit rank 0 of version 0 PUTs a cluster of 4 and exits 0 at once, as does everyone
+//                (so kfrun may see the new version only after its workers are gone).
+//   wait         everyone waits (until kfrun stops them).
+// Waits are bounded (exit 4 when the expected version never comes).
+//   elastic_fake_worker MODE DIR
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "runtime/cluster_spec.h"
+#include "transport/real/config_client.h"
+#include "transport/real/launch_plan.h"
+#include "transport/real/worker_env.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string env(const char* key) {
+  const char* v = std::getenv(key);
+  return v != nullptr ? v : "";
+}
+
+std::string marker(const std::string& dir, const kf::PeerID& id) {
+  return fmt::format("{}/{}_{}.started", dir, id.host, id.port);
+}
+
+int slots_on(const std::string& host_slots, const std::string& host) {
+  for (const auto& h : kf::parse_host_list(host_slots))
+    if (h.ip == host) return h.slots;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: elastic_fake_worker MODE DIR\n");
+    return 2;
+  }
+  const std::string mode = argv[1], dir = argv[2];
+  try {
+    const auto config = kf::worker_config_from(kf::current_environment());
+    const auto self = config.cluster.worker(config.rank);
+    const std::string peers = env("KUNGFU_INIT_PEERS");
+    const auto version = config.cluster.version();
+    const bool joining = env("KUNGFU_JOINING") == "1";
+    std::printf(
+        "start self=%s version=%llu joining=%d elastic=%s host_slots=%s port_range=%s "
+        "peers=%s\n",
+        self.to_string().c_str(), static_cast<unsigned long long>(version), joining ? 1 : 0,
+        env("KUNGFU_ELASTIC").c_str(), env("KUNGFU_HOST_SLOTS").c_str(),
+        env("KUNGFU_PORT_RANGE").c_str(), peers.c_str());
+    std::fflush(stdout);
+    if (std::FILE* f = std::fopen(marker(dir, self).c_str(), "w"); f != nullptr) std::fclose(f);
+
+    const kf::ConfigClient client(env("KUNGFU_CONFIG_SERVER"), env("KUNGFU_SECRET"), 2s);
+    const bool rank0 = config.rank == 0;
+    const auto port_begin = kf::parse_port_range(env("KUNGFU_PORT_RANGE")).begin;
+    const int slots = slots_on(env("KUNGFU_HOST_SLOTS"), self.host);
+    const bool grow = mode == "grow-shrink" || mode == "stubborn" || mode == "grow-fail" ||
+                      mode == "put-and-exit";
+
+    if (mode == "fail" && config.rank == 1) {
+      std::printf("rank 1 failing on purpose\n");
+      return 3;
+    }
+    if (grow && rank0 && version == 0) {
+      const auto v1 =
+          client.put(kf::wait_for_version(client, 0, 10s).resized(4, port_begin, slots));
+      std::printf("put version %llu: %s\n", static_cast<unsigned long long>(v1.version()),
+                  kf::join_peers(v1.workers()).c_str());
+      std::fflush(stdout);
+      if (mode == "grow-shrink" || mode == "stubborn") {
+        const auto deadline = std::chrono::steady_clock::now() + 30s;
+        for (const auto& id : v1.workers()) {
+          while (!std::filesystem::exists(marker(dir, id))) {
+            if (std::chrono::steady_clock::now() > deadline) {
+              std::printf("%s never started\n", id.to_string().c_str());
+              return 4;
+            }
+            std::this_thread::sleep_for(20ms);
+          }
+        }
+        const auto v2 = client.put(v1.resized(3, port_begin, slots));
+        std::printf("put version %llu: %s\n", static_cast<unsigned long long>(v2.version()),
+                    kf::join_peers(v2.workers()).c_str());
+        std::fflush(stdout);
+      }
+    }
+    if (mode == "grow-fail" && joining && config.rank == config.cluster.size() - 1) {
+      std::printf("joined worker failing on purpose\n");
+      return 5;
+    }
+    if (mode == "put-and-exit") return 0;
+    // Wait for the final version (2 when growing and shrinking; none otherwise: wait until
+    // kfrun stops us).
+    const std::uint64_t final_version = mode == "grow-shrink" || mode == "stubborn" ? 2 : 1000;
+    const auto last = kf::wait_for_version(client, final_version, 30s);
+    if (!last.rank_of(self)) {
+      if (mode == "stubborn") {
+        std::printf("dropped at version %llu, staying anyway\n",
+                    static_cast<unsigned long long>(last.version()));
+        std::fflush(stdout);
+        std::this_thread::sleep_for(60s);
+        return 6;
+      }
+      std::printf("detached at version %llu\n", static_cast<unsigned long long>(last.version()));
+      return 0;
+    }
+    std::printf("done at version %llu as rank %d of %d\n",
+                static_cast<unsigned long long>(last.version()), *last.rank_of(self), last.size());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "elastic_fake_worker: %s\n", e.what());
+    return 4;
+  }
+}
