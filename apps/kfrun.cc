@@ -18,6 +18,7 @@
 #include "transport/real/config_client.h"
 #include "transport/real/config_server.h"
 #include "transport/real/elastic_supervisor.h"
+#include "policies/registry.h"
 #include "transport/real/flags.h"
 #include "transport/real/launch_plan.h"
 #include "transport/real/supervisor.h"
@@ -49,6 +50,11 @@ int main(int argc, char** argv) {
   app.add_option("--config-server", config_server, "config server URL (elastic mode)");
   app.add_option("--builtin-config-port", builtin_config_port,
                  "serve the planned cluster on this port (a config server for the workers)");
+  std::vector<std::string> policies;
+  app.add_option("--policy", policies,
+                 "an adaptation policy for the workers, e.g. adaptive_strategy:threshold=0.8 "
+                 "(repeatable; passed as KUNGFU_POLICY)")
+      ->allow_extra_args(false);
   app.prefix_command();  // everything from the worker program on is the worker's
   app.footer("Everything from the first non-flag word on is the worker command.");
   auto args = kf::go_style_args(argc, argv);
@@ -58,6 +64,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   const std::vector<std::string> command = app.remaining();
+  if (!policies.empty()) {
+    // Checked here so a typo stops the job before any worker starts.
+    std::string joined;
+    for (const auto& p : policies) {
+      try {
+        (void)kf::make_policy(kf::parse_policy_flag(p));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "kfrun: -policy %s: %s\n", p.c_str(), e.what());
+        return 2;
+      }
+      joined += (joined.empty() ? "" : ";") + p;
+    }
+    ::setenv("KUNGFU_POLICY", joined.c_str(), 1);  // inherited by every worker
+  }
   if (command.empty()) {
     std::fprintf(stderr, "kfrun: no worker command given\n%s", app.help().c_str());
     return 2;

@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--compute-ms", compute_ms, "compute time per step in ms (default: the profile's)");
   app.add_option("--policy", policy_flags,
                  "a policy, e.g. adaptive_strategy:threshold=0.8 (repeatable; default: "
-                 "KUNGFU_POLICY, specs separated by ';')");
+                 "KUNGFU_POLICY, specs separated by ';')")
+      ->allow_extra_args(false);
   app.add_option("--ping-every", ping_every, "probe peer latencies every N steps (0: never)");
   app.add_option("--timeout", timeout_text, "deadline of every collective (30s, 2m)");
   app.add_flag("--verify", verify, "check every allreduce's result");
