@@ -6,15 +6,6 @@
 
 namespace kf {
 
-namespace {
-
-template <typename... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-
-}  // namespace
-
 std::string describe(const Action& action) {
   return std::visit(
       Overloaded{

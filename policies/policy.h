@@ -43,6 +43,12 @@ struct StopTraining {
 };
 using Action = std::variant<SwitchStrategy, Resize, SetBatchSize, SetLearningRate, StopTraining>;
 
+// A visitor made of lambdas, one per action type: std::visit(Overloaded{...}, action).
+template <typename... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
 // "switch STAR@1", "resize 6", "batch 64", "lr 0.2", "stop (plateau)"
 std::string describe(const Action& action);
 // Canonical bytes of a list of actions, equal on two workers iff the lists are equal.

@@ -6,68 +6,25 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
 
+#include "net_helpers.h"
 #include "transport/real/config_server.h"
 #include "transport/real/launch_plan.h"
 
 namespace kf {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-// Runs a shell command (bounded by coreutils' timeout) and captures stdout + stderr.
-Result run_command(const std::string& cmd, int limit_s = 60) {
-  const std::string full = fmt::format("timeout -k 5 {} bash -c '{}' 2>&1", limit_s, cmd);
-  Result r;
-  FILE* p = ::popen(full.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr)
-    r.output += buf;
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-bool can_bind(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-// A base port p such that p .. p+n-1 are free now (random, so parallel tests rarely collide).
-std::uint16_t free_ports(int n) {
-  std::mt19937 rng(
-      static_cast<unsigned>(::getpid()) * 7919u +
-      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const auto base = static_cast<std::uint16_t>(20000 + rng() % 30000);
-    bool ok = true;
-    for (int i = 0; i < n && ok; ++i)
-      ok = can_bind(static_cast<std::uint16_t>(base + i));
-    if (ok) return base;
-  }
-  return 0;
+// Every command here needs a shell (variables, pipes): bash -c, 60 s at most.
+testing::CommandResult run_command(const std::string& cmd, int limit_s = 60) {
+  return testing::run_command(cmd, limit_s, true);
 }
 
 bool has(const std::string& text, const std::string& what) {
@@ -89,7 +46,7 @@ class KfrunElastic : public ::testing::Test {
                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    base = free_ports(8);
+    base = testing::free_port_base(8);
     ASSERT_NE(base, 0);
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
@@ -112,7 +69,7 @@ class KfrunElastic : public ::testing::Test {
 };
 
 TEST_F(KfrunElastic, GrowsToFourThenShrinksToThreeAndExitsZero) {
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto r =
       run_command("KUNGFU_SECRET=s3cret " +
@@ -196,7 +153,7 @@ TEST_F(KfrunElastic, ExternalServerIsInitialisedAndGrowthReachesAnIdleHost) {
 }
 
 TEST_F(KfrunElastic, AJoinedWorkerFailingFailsTheJob) {
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto r = run_command(
       kfrun(fmt::format("-np 2 -H 127.0.0.1:4 -builtin-config-port {}", config_port), "grow-fail"));
@@ -206,7 +163,7 @@ TEST_F(KfrunElastic, AJoinedWorkerFailingFailsTheJob) {
 }
 
 TEST_F(KfrunElastic, AnInitialWorkerFailingFailsTheJob) {
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto r =
       run_command(kfrun(fmt::format("-np 2 -builtin-config-port {}", config_port), "fail"));
@@ -215,7 +172,7 @@ TEST_F(KfrunElastic, AnInitialWorkerFailingFailsTheJob) {
 }
 
 TEST_F(KfrunElastic, ADroppedWorkerThatStaysIsStopped) {
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto started = std::chrono::steady_clock::now();
   const auto r = run_command(kfrun(
@@ -232,7 +189,7 @@ TEST_F(KfrunElastic, ADroppedWorkerThatStaysIsStopped) {
 
 TEST_F(KfrunElastic, GrowthSeenOnlyAfterEveryWorkerLeftStillStartsTheNewOnes) {
   // Rank 0 PUTs 4 workers and everyone exits at once: the final fresh GET must catch version 1.
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto r = run_command(kfrun(
       fmt::format("-np 2 -H 127.0.0.1:4 -builtin-config-port {}", config_port), "put-and-exit"));
@@ -247,7 +204,7 @@ TEST_F(KfrunElastic, GrowthSeenOnlyAfterEveryWorkerLeftStillStartsTheNewOnes) {
 }
 
 TEST_F(KfrunElastic, SigtermIsForwarded) {
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto r = run_command(
       fmt::format("{} & p=$!; sleep 1; kill -TERM $p; wait $p; echo code $?",
@@ -259,7 +216,7 @@ TEST_F(KfrunElastic, SigtermIsForwarded) {
 TEST_F(KfrunElastic, AnIdleRunnerWaitsForGrowthUntilTheTimeout) {
   // 127.0.0.2 has no worker in the initial cluster and nobody grows the job: it keeps watching
   // until -timeout.
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto started = std::chrono::steady_clock::now();
   const auto r = run_command(
@@ -276,7 +233,7 @@ TEST_F(KfrunElastic, AnIdleRunnerWaitsForGrowthUntilTheTimeout) {
 // replacing its transport for the new version used to cut handshakes short, which counted as a
 // lost peer; such cuts are now retried within the connect deadline.)
 TEST_F(KfrunElastic, KftrainGrowsAndShrinksUnderKfrun) {
-  const auto config_port = free_ports(1);
+  const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
   const auto r = run_command(
       fmt::format(

@@ -15,25 +15,6 @@
 namespace kf::testing {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-// Runs a shell command (bounded by coreutils' timeout) and captures stdout + stderr.
-Result run_command(const std::string& cmd, int limit_s = 50) {
-  const std::string full = fmt::format("timeout -k 5 {} {} 2>&1", limit_s, cmd);
-  Result r;
-  FILE* p = ::popen(full.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr)
-    r.output += buf;
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 std::string kfrun(int np, const std::string& flags, const std::string& worker_args) {
   const auto base = free_port_base(np);
   return fmt::format("{} -np {} -port-range {}-{} {} {} {}", KFRUN, np, base, base + 50, flags,

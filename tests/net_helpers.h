@@ -2,11 +2,14 @@
 // node (loop + socket transport) that records what it receives.
 #pragma once
 
+#include <fmt/format.h>
 #include <netinet/in.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -21,6 +24,27 @@
 #include "transport/real/socket_transport.h"
 
 namespace kf::testing {
+
+struct CommandResult {
+  int code = -1;
+  std::string output;
+};
+
+// Runs a command line (bounded by coreutils' timeout) and captures stdout + stderr. With
+// `shell`, the line runs under bash -c (pipes, variables), so it must not hold single quotes.
+inline CommandResult run_command(const std::string& cmd, int limit_s = 50, bool shell = false) {
+  const std::string full = shell ? fmt::format("timeout -k 5 {} bash -c '{}' 2>&1", limit_s, cmd)
+                                 : fmt::format("timeout -k 5 {} {} 2>&1", limit_s, cmd);
+  CommandResult r;
+  FILE* p = ::popen(full.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr)
+    r.output += buf;
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 // A base port p such that p .. p+n-1 can be bound on 127.0.0.1 right now (random, so parallel
 // test processes rarely collide).

@@ -9,62 +9,26 @@
 set -uo pipefail
 KFRUN="$1"
 KFTRAIN="$2"
-N=4
+WORKERS=4
 TAG="kfa$$"
-BR_NS="${TAG}br"
 WORK="$(mktemp -d)"
 FLOOD_AT=12  # the flood starts once worker 0 has finished this step
 STEPS=45
 
-cleanup() {
-  for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
-  for i in $(seq 0 $N); do
-    ip netns pids "${TAG}n$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del "${TAG}n$i" 2>/dev/null
-  done
-  ip netns del "$BR_NS" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-command -v tc >/dev/null || skip "tc (iproute2) is not installed"
+N=$((WORKERS + 1))  # namespace WORKERS is "outside": no worker, the flood's sink
+SUBNET=10.78.0
+MTU=9000
+source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
+trap netns_cleanup EXIT INT TERM
 command -v iperf3 >/dev/null || skip "iperf3 is not installed"
-ip netns add "$BR_NS" 2>"$WORK/err" || skip "cannot create a network namespace: $(cat "$WORK/err")"
-ip -n "$BR_NS" link add br0 type bridge || skip "cannot create a bridge"
-ip -n "$BR_NS" link set br0 up
-
+netns_setup 1gbit
 hosts=""
-for i in $(seq 0 $N); do  # namespace N is "outside": no worker, the flood's sink
-  ns="${TAG}n$i"
-  ip netns add "$ns" || skip "cannot create namespace $ns"
-  ip link add "${TAG}v$i" type veth peer name "${TAG}p$i" || skip "cannot create a veth pair"
-  ip link set "${TAG}v$i" netns "$ns"
-  ip link set "${TAG}p$i" netns "$BR_NS"
-  ip -n "$ns" link set "${TAG}v$i" name eth0
-  ip -n "$ns" link set eth0 mtu 9000
-  ip -n "$BR_NS" link set "${TAG}p$i" mtu 9000
-  ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null
-  ip -n "$BR_NS" link set "${TAG}p$i" master br0
-  ip -n "$BR_NS" link set "${TAG}p$i" up
-  tc -n "$ns" qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 50ms ||
-    skip "tc tbf is not available"
-  tc -n "$BR_NS" qdisc add dev "${TAG}p$i" root tbf rate 1gbit burst 256kb latency 50ms
-  [[ $i -lt $N ]] && hosts="${hosts:+$hosts,}10.78.0.$((i + 1)):1"
-done
-outside="10.78.0.$((N + 1))"
-ip netns exec "${TAG}n$N" iperf3 -s -D -1 --logfile "$WORK/iperf-server.log" || skip "iperf3 -s failed"
+for i in $(seq 0 $((WORKERS - 1))); do hosts="${hosts:+$hosts,}$SUBNET.$((i + 1)):1"; done
+outside="$SUBNET.$N"
+ip netns exec "${TAG}n$WORKERS" iperf3 -s -D -1 --logfile "$WORK/iperf-server.log" || skip "iperf3 -s failed"
 
-for i in $(seq 0 $((N - 1))); do
-  ip netns exec "${TAG}n$i" "$KFRUN" -np $N -H "$hosts" -self "10.78.0.$((i + 1))" \
+for i in $(seq 0 $((WORKERS - 1))); do
+  ip netns exec "${TAG}n$i" "$KFRUN" -np $WORKERS -H "$hosts" -self "$SUBNET.$((i + 1))" \
     -port-range 10000-10010 -strategy STAR -q -timeout 150s \
     "$KFTRAIN" -model resnet56 -compute-ms 80 -steps $STEPS -verify -timeout 60s \
     -policy adaptive_strategy:threshold=0.8,window=3 -out "$WORK/records" >"$WORK/out$i" 2>&1 &
@@ -83,7 +47,7 @@ for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 kill "$flood" 2>/dev/null
 cat "$WORK/out0"
 if [[ $status -ne 0 ]]; then
-  for i in $(seq 1 $((N - 1))); do echo "--- host $i:"; cat "$WORK/out$i"; done
+  for i in $(seq 1 $((WORKERS - 1))); do echo "--- host $i:"; cat "$WORK/out$i"; done
   echo "FAIL: a kfrun exited with $status"
   exit 1
 fi

@@ -10,62 +10,17 @@ KFRUN="$1"
 KFBENCH="$2"
 N=4
 TAG="kf$$"
-BR_NS="${TAG}br"
 WORK="$(mktemp -d)"
 LINE_GBPS=0.125  # 1 Gbit/s in GB/s (1e9)
 # Jumbo frames, as cluster networks use: at MTU 1500 the TCP/IP/Ethernet headers and the ACKs of
 # the reverse flow alone take ~6.5% of the line (measured busbw ~0.87 of it then); at 9000, <1%.
 MTU="${KF_NETNS_MTU:-9000}"
-
-
-cleanup() {
-  for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
-  for i in $(seq 0 $((N - 1))); do
-    ip netns pids "${TAG}n$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del "${TAG}n$i" 2>/dev/null
-  done
-  ip netns del "$BR_NS" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-command -v tc >/dev/null || skip "tc (iproute2) is not installed"
-ip netns add "$BR_NS" 2>"$WORK/err" || skip "cannot create a network namespace: $(cat "$WORK/err")"
-ip -n "$BR_NS" link add br0 type bridge || skip "cannot create a bridge"
-ip -n "$BR_NS" link set br0 up
-ip -n "$BR_NS" link set lo up
-
+SUBNET=10.77.0
+source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
+trap netns_cleanup EXIT INT TERM
+netns_setup 1gbit
 hosts=""
-for i in $(seq 0 $((N - 1))); do
-  ns="${TAG}n$i"
-  ip="10.77.0.$((i + 1))"
-  ip netns add "$ns" || skip "cannot create namespace $ns"
-  ip link add "${TAG}v$i" type veth peer name "${TAG}p$i" || skip "cannot create a veth pair"
-  ip link set "${TAG}v$i" netns "$ns"
-  ip link set "${TAG}p$i" netns "$BR_NS"
-  ip -n "$ns" link set "${TAG}v$i" name eth0
-  ip -n "$ns" link set eth0 mtu "$MTU"
-  ip -n "$BR_NS" link set "${TAG}p$i" mtu "$MTU"
-  ip -n "$ns" addr add "$ip/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  # Collectives pause between steps; do not fall back to slow start after each pause.
-  ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null
-  ip -n "$BR_NS" link set "${TAG}p$i" master br0
-  ip -n "$BR_NS" link set "${TAG}p$i" up
-  # 1 Gbit/s each way: the worker's egress and the bridge port's egress (the worker's ingress).
-  tc -n "$ns" qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 100ms ||
-    skip "tc tbf is not available"
-  tc -n "$BR_NS" qdisc add dev "${TAG}p$i" root tbf rate 1gbit burst 256kb latency 100ms
-  hosts="${hosts:+$hosts,}$ip:1"
-done
+for i in $(seq 0 $((N - 1))); do hosts="${hosts:+$hosts,}$SUBNET.$((i + 1)):1"; done
 
 # No reachability probe (ping may be missing): the workers' connects retry with backoff.
 # One run: every namespace starts its kfrun; rank 0's JSON row goes to stdout.

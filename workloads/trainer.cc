@@ -10,15 +10,6 @@
 
 namespace kf {
 
-namespace {
-
-template <typename... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-
-}  // namespace
-
 Trainer::Trainer(ClusterSpec cluster, int rank, TrainerWorld world, TrainerOptions options,
                  PolicyRunner policies, TrainingObserver& observer)
     : id_(cluster.worker(rank)),
