@@ -7,6 +7,7 @@
 
 #include "runtime/collectives.h"
 #include "topology/forest.h"
+#include "workloads/gradient_program.h"
 
 namespace kf {
 
@@ -22,19 +23,11 @@ Trainer::Trainer(ClusterSpec cluster, int rank, TrainerWorld world, TrainerOptio
   if (options_.model == nullptr) throw std::invalid_argument("trainer: no model");
   if (world_.transport == nullptr && world_.membership == nullptr)
     throw std::invalid_argument("trainer: the world gave no transport");
-  if (options_.verify && options_.phantom)
-    throw std::invalid_argument("trainer: verify needs real gradients (phantom = false)");
-  for (const auto& bucket : fuse_gradients(*options_.model, options_.fusion_bytes)) {
-    std::size_t count = 0;
-    for (int t : bucket)
-      count += options_.model->tensors[static_cast<std::size_t>(t)].count;
-    buckets_.push_back(options_.phantom ? Buffer::phantom(count, DType::f32)
-                                        : Buffer(count, DType::f32));
-    // Named after the first tensor so traces read like the model.
-    bucket_names_.push_back(fmt::format(
-        "grad/{}", options_.model->tensors[static_cast<std::size_t>(bucket.front())].name));
-  }
   build_engine(cluster, rank);
+  program_ = options_.program
+                 ? options_.program(rank, cluster.size())
+                 : std::make_unique<GradientProgram>(*options_.model, options_.fusion_bytes,
+                                                     options_.phantom, options_.verify);
 }
 
 Trainer::~Trainer() {
@@ -79,7 +72,14 @@ void Trainer::start() {
     });
     return;
   }
-  begin_step();
+  program_->start(*engine_, [this, alive = alive_](Status s) {
+    if (!*alive || abandoned_) return;
+    if (!s.ok()) {
+      finish(s);
+      return;
+    }
+    begin_step();
+  });
 }
 
 void Trainer::abandon() {
@@ -109,9 +109,12 @@ void Trainer::begin_step() {
   observer_.step_started(engine_->rank(), step_, current_.begin);
   if (options_.ping_every > 0 && step_ % options_.ping_every == 0) probe_latencies();
   const auto profiled = options_.compute_per_sample * batch_per_worker_;
-  world_.compute.run({.step = step_, .samples = batch_per_worker_, .profiled = profiled},
+  world_.compute.run({.step = step_,
+                      .samples = batch_per_worker_,
+                      .profiled = profiled,
+                      .numeric = program_->compute(step_, batch_per_worker_)},
                      [this, alive = alive_] {
-                       if (*alive) allreduce_gradients();
+                       if (*alive) communicate();
                      });
 }
 
@@ -124,69 +127,41 @@ void Trainer::probe_latencies() {
   }
 }
 
-void Trainer::allreduce_gradients() {
+void Trainer::communicate() {
   if (abandoned_) return;
   current_.compute_end = world_.executor.now();
-  pending_ = buckets_.size();
-  step_error_ = Status{};
-  if (pending_ == 0) {
-    gradients_done();
-    return;
-  }
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    const TimePoint begin = world_.executor.now();
-    if (options_.verify) fill_for_verify(b);
-    BufferView view = buckets_[b].view();
-    allreduce(*engine_, {.name = bucket_names_[b], .input = view, .output = view},
-              [this, b, begin](Status s) { bucket_done(b, begin, s); });
-  }
+  program_->communicate(
+      {.engine = *engine_,
+       .step = step_,
+       .batch_per_worker = batch_per_worker_,
+       .learning_rate = learning_rate_,
+       .report =
+           [this](const std::string& name, std::size_t bytes, TimePoint begin, TimePoint end) {
+             if (abandoned_) return;
+             observer_.collective_finished({.rank = engine_->rank(),
+                                            .step = step_,
+                                            .name = name,
+                                            .bytes = bytes,
+                                            .begin = begin,
+                                            .end = end,
+                                            .strategy = current_.strategy});
+             monitor_.collective_done(current_.strategy, bytes, begin, end);
+           }},
+      [this, alive = alive_](Status s) {
+        if (*alive) communicated(s);
+      });
 }
 
-void Trainer::bucket_done(std::size_t bucket, TimePoint begin, const Status& status) {
+void Trainer::communicated(const Status& status) {
   if (abandoned_) return;
-  if (!status.ok() && step_error_.ok()) step_error_ = status;
-  if (status.ok() && options_.verify && step_error_.ok()) step_error_ = check_verified(bucket);
-  const TimePoint end = world_.executor.now();
-  observer_.collective_finished({.rank = engine_->rank(),
-                                 .step = step_,
-                                 .name = bucket_names_[bucket],
-                                 .bytes = buckets_[bucket].size_bytes(),
-                                 .begin = begin,
-                                 .end = end,
-                                 .strategy = current_.strategy});
-  monitor_.collective_done(current_.strategy, buckets_[bucket].size_bytes(), begin, end);
-  if (--pending_ > 0) return;
-  if (!step_error_.ok()) {
-    finish(step_error_);
+  if (!status.ok()) {
+    finish(status);
     return;
   }
-  gradients_done();
-}
-
-void Trainer::fill_for_verify(std::size_t bucket) {
-  const float value = static_cast<float>(engine_->rank() + 1 + step_ % 5);
-  auto* data = reinterpret_cast<float*>(buckets_[bucket].view().data());
-  std::fill(data, data + buckets_[bucket].view().count(), value);
-}
-
-Status Trainer::check_verified(std::size_t bucket) const {
-  const auto n = static_cast<std::int64_t>(engine_->size());
-  const auto expected = static_cast<float>(n * (n + 1) / 2 + n * (step_ % 5));
-  const ConstBufferView view = buckets_[bucket].view();
-  const auto* data = reinterpret_cast<const float*>(view.data());
-  for (std::size_t i = 0; i < view.count(); ++i) {
-    if (data[i] != expected) {
-      return Status(ErrorCode::protocol,
-                    fmt::format("verify: allreduce of {} at step {} on rank {} of {}: element {} "
-                                "is {}, expected {}",
-                                bucket_names_[bucket], step_, engine_->rank(), n, i, data[i],
-                                expected));
-    }
-  }
-  return Status{};
-}
-
-void Trainer::gradients_done() {
+  std::map<std::string, double> values;
+  program_->values(values);
+  for (const auto& [name, value] : values)
+    monitor_.set_value(name, value);
   metrics_ = monitor_.end_step(current_.compute_end, world_.executor.now(), *engine_,
                                current_.samples, batch_per_worker_, learning_rate_);
   if (policies_.empty()) {

@@ -23,6 +23,7 @@
 #include "runtime/membership.h"
 #include "runtime/monitor.h"
 #include "workloads/model.h"
+#include "workloads/step_program.h"
 
 namespace kf {
 
@@ -41,6 +42,9 @@ struct TrainerOptions {
   // Real gradients only: fill each bucket with (rank + 1 + step % 5) before its allreduce and
   // check every element of the sum after it; a wrong sum fails the worker, naming the bucket.
   bool verify = false;
+  // What a step computes and moves; unset: a GradientProgram of `model` (fusion, phantom,
+  // verify as above). Called once with this worker's rank and cluster size.
+  std::function<std::unique_ptr<StepProgram>(int rank, int size)> program;
 };
 
 // What a trainer gets from its world. `membership` makes it elastic; without it `transport` is
@@ -108,11 +112,8 @@ class Trainer {
   TrainingState state() const;
   void begin_step();
   void probe_latencies();
-  void allreduce_gradients();
-  void bucket_done(std::size_t bucket, TimePoint begin, const Status& status);
-  void gradients_done();
-  void fill_for_verify(std::size_t bucket);
-  Status check_verified(std::size_t bucket) const;
+  void communicate();
+  void communicated(const Status& status);
   void record_step(const PolicyOutcome& outcome);
   void apply(std::vector<Action> actions);
   // elastic (trainer_elastic.cc)
@@ -130,15 +131,12 @@ class Trainer {
   TrainingObserver& observer_;
   std::unique_ptr<Engine> engine_;
   Monitor monitor_;
-  std::vector<Buffer> buckets_;
-  std::vector<std::string> bucket_names_;
+  std::unique_ptr<StepProgram> program_;
   std::int64_t step_ = 0;
   int batch_per_worker_;
   double learning_rate_;
   StepRecord current_;
   StepMetrics metrics_;
-  std::size_t pending_ = 0;
-  Status step_error_;
   bool stop_requested_ = false;
   bool finished_ = false;
   bool detached_ = false;

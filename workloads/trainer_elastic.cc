@@ -62,6 +62,7 @@ void Trainer::rebuild(ClusterSpec next) {
           Transport& transport) mutable {
         if (!*alive || abandoned_) return;
         build_engine(next, rank, &transport);
+        program_->resized(rank, next.size());
         for (auto& [source, message] : early)
           engine_->deliver(source, std::move(message));
         if (rank == 0 && std::find(previous.begin(), previous.end(), id_) == previous.end()) {
@@ -104,17 +105,15 @@ void Trainer::sync(std::function<void()> then) {
     next();
   };
   const auto broadcast_model = [this, round, version, fail_or, then] {
-    round->pending = buckets_.size();
+    const std::vector<BufferView> state = program_->state();
+    round->pending = state.size();
     if (round->pending == 0) {
       then();
       return;
     }
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      BufferView view = buckets_[b].view();
+    for (std::size_t i = 0; i < state.size(); ++i) {
       broadcast(*engine_,
-                {.name = fmt::format("kf.sync/{}/{}", bucket_names_[b], version),
-                 .input = view,
-                 .output = view},
+                {.name = fmt::format("kf.sync/{}/{}", i, version), .input = state[i], .output = state[i]},
                 [round, fail_or, then](Status s) {
                   if (!s.ok() && round->error.ok()) round->error = s;
                   if (--round->pending > 0) return;

@@ -90,4 +90,8 @@ void InprocWorld::deliver(int source, int destination, Message message) {
   });
 }
 
+Transport& InprocWorld::transport(int rank) {
+  return *peers_.at(static_cast<std::size_t>(rank))->transport;
+}
+
 }  // namespace kf

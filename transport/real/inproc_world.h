@@ -27,6 +27,9 @@ class InprocWorld {
   Engine& engine(int rank) { return *peers_.at(static_cast<std::size_t>(rank))->engine; }
   EventLoop& loop(int rank) { return *peers_.at(static_cast<std::size_t>(rank))->loop; }
   void post(int rank, std::function<void(Engine&)> fn);
+  // The peer's transport, for a program that runs its own engine on it (a Trainer): that
+  // engine takes the transport's handlers over from the world's.
+  Transport& transport(int rank);
 
   // A crash: the peer's engine and loop stop at once and its queued messages vanish. With
   // `reset_connections`, every other peer is told the peer is lost (as a reset TCP connection
