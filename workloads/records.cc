@@ -39,6 +39,16 @@ std::string csv_text(const std::string& s) {
   return out + "\"";
 }
 
+// "accuracy=0.91;loss=0.3": the step's monitored values, in name order.
+std::string values_text(const StepMetrics& m) {
+  std::string out;
+  for (const auto& [name, value] : m.values) {
+    if (!out.empty()) out.push_back(';');
+    out.append(fmt::format("{}={:.6g}", name, value));
+  }
+  return out;
+}
+
 }  // namespace
 
 void RunRecorder::step_started(int rank, std::int64_t step, TimePoint at) {
@@ -193,7 +203,7 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
     auto out = open_for_write(path);
     out << "rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size,"
            "batch,lr,comm_bytes,comm_span_s,comm_Bps,egress_bps,ingress_bps,max_latency_s,"
-           "policy_sums,actions\n";
+           "policy_sums,actions,values\n";
     for (const auto& s : steps_) {
       const double total = to_seconds(s.end - s.begin);
       const StepMetrics& m = s.metrics;
@@ -202,13 +212,13 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
         max_latency = std::max(max_latency, l);
       out << fmt::format(
           "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{},{},{:g},{},{:.9f},{:.1f},{:.1f},{:.1f},"
-          "{:.9f},{},{}\n",
+          "{:.9f},{},{},{}\n",
           s.rank, s.step, seconds(s.begin), seconds(s.end), to_seconds(s.compute_end - s.begin),
           to_seconds(s.end - s.compute_end), s.samples,
           total > 0 ? static_cast<double>(s.samples) / total : 0.0, csv_text(s.strategy),
           s.cluster_size, m.batch_per_worker, m.learning_rate, m.collective_bytes,
           m.collective_span_seconds, m.collective_throughput, m.egress_total_bps(),
-          m.ingress_total_bps(), max_latency, s.policy_sums, csv_text(s.actions));
+          m.ingress_total_bps(), max_latency, s.policy_sums, csv_text(s.actions), values_text(m));
     }
     close_checked(out, path);
   }

@@ -299,6 +299,7 @@ class Reader {
  private:
   TopologyConfig topology(const Node& n) const;
   WorkloadConfig workload(const Node& n) const;
+  NumericConfig numeric(const Node& n) const;
   std::vector<PolicySpec> policies(const Node& n) const;
   void events(const Node& n, int workers, Scenario& sc, std::vector<NameRef>& refs) const;
   ScenarioEvent event(const Node& item, const std::string& path, int workers,
@@ -475,10 +476,67 @@ TopologyConfig Reader::topology(const Node& n) const {
   return t;
 }
 
+NumericConfig Reader::numeric(const Node& n) const {
+  const MapView m(*this, n, "workload.numeric",
+                  {"model", "hidden", "dataset", "path", "features", "classes", "train", "test",
+                   "separation", "noise", "optimizer", "momentum", "learning_rate", "sma_alpha",
+                   "ada_switch_step", "eval_every", "gns_every", "variance_every",
+                   "target_accuracy"});
+  NumericConfig c;
+  if (const auto v = m.get("model")) {
+    c.model = string(*v, m.child("model"));
+    if (c.model != "softmax" && c.model != "mlp")
+      fail(*v, m.child("model"), "unknown numeric model '" + c.model + "' (known: softmax, mlp)");
+  }
+  if (const auto v = m.get("hidden")) c.hidden = int32(*v, m.child("hidden"), 1, 1 << 16);
+  if (const auto v = m.get("dataset")) {
+    c.dataset = string(*v, m.child("dataset"));
+    if (c.dataset != "gaussian_mixture" && c.dataset != "mnist" && c.dataset != "cifar10") {
+      fail(*v, m.child("dataset"),
+           "unknown dataset '" + c.dataset + "' (known: gaussian_mixture, mnist, cifar10)");
+    }
+  }
+  if (const auto v = m.get("path")) c.path = string(*v, m.child("path"));
+  if (c.dataset != "gaussian_mixture" && c.path.empty())
+    fail(n, "workload.numeric", "dataset " + c.dataset + " needs `path` (the directory of its files)");
+  if (const auto v = m.get("features")) c.features = int32(*v, m.child("features"), 1, 1 << 20);
+  if (const auto v = m.get("classes")) c.classes = int32(*v, m.child("classes"), 2, 1 << 16);
+  if (const auto v = m.get("train")) c.train = static_cast<std::size_t>(integer(*v, m.child("train"), 1));
+  if (const auto v = m.get("test")) c.test = static_cast<std::size_t>(integer(*v, m.child("test"), 1));
+  if (const auto v = m.get("separation")) c.separation = positive_number(*v, m.child("separation"));
+  if (const auto v = m.get("noise")) c.noise = number(*v, m.child("noise"));
+  if (c.noise < 0) fail(n, "workload.numeric.noise", "must be >= 0");
+  if (const auto v = m.get("optimizer")) {
+    c.local_optimizer = string(*v, m.child("optimizer"));
+    if (c.local_optimizer != "sgd" && c.local_optimizer != "adam")
+      fail(*v, m.child("optimizer"), "unknown local optimizer '" + c.local_optimizer + "' (known: sgd, adam)");
+  }
+  if (const auto v = m.get("momentum")) {
+    c.momentum = number(*v, m.child("momentum"));
+    if (c.momentum < 0 || c.momentum >= 1) fail(*v, m.child("momentum"), "must be in [0, 1)");
+  }
+  if (const auto v = m.get("learning_rate")) c.learning_rate = positive_number(*v, m.child("learning_rate"));
+  if (const auto v = m.get("sma_alpha")) {
+    c.sma_alpha = positive_number(*v, m.child("sma_alpha"));
+    if (c.sma_alpha > 1) fail(*v, m.child("sma_alpha"), "must be in (0, 1]");
+  }
+  if (const auto v = m.get("ada_switch_step")) c.ada_switch_step = integer(*v, m.child("ada_switch_step"), 0);
+  if (const auto v = m.get("eval_every")) c.eval_every = int32(*v, m.child("eval_every"), 0);
+  if (const auto v = m.get("gns_every")) c.gns_every = int32(*v, m.child("gns_every"), 0);
+  if (const auto v = m.get("variance_every")) c.variance_every = int32(*v, m.child("variance_every"), 0);
+  if (const auto v = m.get("target_accuracy")) {
+    c.target_accuracy = number(*v, m.child("target_accuracy"));
+    if (c.target_accuracy < 0 || c.target_accuracy > 1) fail(*v, m.child("target_accuracy"), "must be in [0, 1]");
+  }
+  return c;
+}
+
 WorkloadConfig Reader::workload(const Node& n) const {
   const MapView m(*this, n, "workload",
-                  {"model", "device", "batch_per_worker", "fusion", "phantom", "compute_jitter"});
+                  {"model", "device", "batch_per_worker", "fusion", "phantom", "compute_jitter",
+                   "numeric"});
   WorkloadConfig w;
+  if (const auto v = m.get("numeric")) w.numeric = numeric(*v);
   if (const auto v = m.get("model")) {
     w.model = string(*v, m.child("model"));
     try {
@@ -757,11 +815,12 @@ Scenario Reader::build(const Node& root) const {
   }
   if (const auto v = m.get("optimizer")) {
     const std::string o = scalar(*v, "optimizer", "an optimizer name");
-    if (o == "sma" || o == "pair_avg") {
-      // Refused rather than run as S-SGD: their traffic differs (model averaging, p2p requests).
-      fail(*v, "optimizer", "'" + o + "' arrives with the training issue (issue 6); today: ssgd");
+    if (o != "ssgd" && o != "sma" && o != "pair_avg" && o != "ada_sgd")
+      fail(*v, "optimizer", "unknown optimizer '" + o + "' (known: ssgd, sma, pair_avg, ada_sgd)");
+    if (o != "ssgd" && !sc.workload.numeric) {
+      // Refused rather than run as S-SGD: their traffic is the model, and it needs a model.
+      fail(*v, "optimizer", "'" + o + "' needs a real model: set workload.numeric");
     }
-    if (o != "ssgd") fail(*v, "optimizer", "unknown optimizer '" + o + "' (known: ssgd)");
     sc.optimizer = o;
   }
   if (const auto v = m.get("chunk")) {

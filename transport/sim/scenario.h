@@ -95,6 +95,31 @@ struct TopologyConfig {
   bool host_fq_codel = false;
 };
 
+// Real math in the simulation: a numeric model trained on a dataset, its gradients (real bytes)
+// moved by the optimizer's collectives, its accuracy recorded, while compute time still comes
+// from the workload's profile (model x device).
+struct NumericConfig {
+  std::string model = "mlp";  // softmax or mlp (workloads/numeric_model.h)
+  int hidden = 64;
+  std::string dataset = "gaussian_mixture";  // or mnist / cifar10 (files under `path`)
+  std::string path;
+  int features = 32;  // gaussian_mixture
+  int classes = 8;
+  std::size_t train = 16384;
+  std::size_t test = 4096;
+  double separation = 2.0;
+  double noise = 1.0;
+  std::string local_optimizer = "sgd";  // sgd (momentum) or adam
+  double momentum = 0.9;
+  double learning_rate = 0.1;
+  double sma_alpha = 0.1;
+  std::int64_t ada_switch_step = 100;
+  int eval_every = 10;
+  int gns_every = 0;
+  int variance_every = 0;
+  double target_accuracy = 0;  // > 0: summary.json reports the time to reach it
+};
+
 struct WorkloadConfig {
   std::string model = "resnet50";  // see workloads/model.h
   std::string device = "k80";
@@ -105,6 +130,7 @@ struct WorkloadConfig {
   // generator seeded from the scenario seed and the rank: real GPUs vary a few percent step to
   // step, and it is what the seed drives.
   double compute_jitter = 0.02;
+  std::optional<NumericConfig> numeric;
 };
 
 // Elastic membership in the simulation: how many of the topology's worker slots run at the start,
@@ -132,7 +158,7 @@ struct Scenario {
   TopologyConfig topology;
   WorkloadConfig workload;
   StrategyName strategy = StrategyName::binary_tree_star;
-  std::string optimizer = "ssgd";  // ssgd today; sma and pair_avg arrive with issue 6
+  std::string optimizer = "ssgd";  // ssgd; sma, pair_avg and ada_sgd need workload.numeric
   std::size_t chunk_bytes = std::size_t{1} << 20;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;

@@ -10,6 +10,7 @@
 #include "transport/sim/ns3_world.h"
 #include "transport/sim/sim_membership.h"
 #include "workloads/model.h"
+#include "workloads/numeric_program.h"
 #include "workloads/trainer.h"
 
 namespace kf {
@@ -47,6 +48,45 @@ std::string describe(const Trigger& t) {
   return fmt::format("{:.6f}s", to_seconds(*t.time));
 }
 
+// The scenario's numeric task: its model and data, made once and shared by every worker.
+NumericOptions numeric_options(const Scenario& sc) {
+  const NumericConfig& c = *sc.workload.numeric;
+  std::shared_ptr<Dataset> train, test;
+  if (c.dataset == "mnist") {
+    train = std::make_shared<Dataset>(load_mnist(c.path + "/train-images-idx3-ubyte",
+                                                 c.path + "/train-labels-idx1-ubyte"));
+    test = std::make_shared<Dataset>(load_mnist(c.path + "/t10k-images-idx3-ubyte",
+                                                c.path + "/t10k-labels-idx1-ubyte"));
+  } else if (c.dataset == "cifar10") {
+    std::vector<std::string> batches;
+    for (int i = 1; i <= 5; ++i)
+      batches.push_back(fmt::format("{}/data_batch_{}.bin", c.path, i));
+    train = std::make_shared<Dataset>(load_cifar10(batches));
+    test = std::make_shared<Dataset>(load_cifar10({c.path + "/test_batch.bin"}));
+  } else {
+    auto [tr, te] = gaussian_mixture({.features = c.features,
+                                      .classes = c.classes,
+                                      .train = c.train,
+                                      .test = c.test,
+                                      .separation = c.separation,
+                                      .noise = c.noise,
+                                      .seed = sc.seed});
+    train = std::make_shared<Dataset>(std::move(tr));
+    test = std::make_shared<Dataset>(std::move(te));
+  }
+  return {.model = make_numeric_model(c.model, train->features, train->classes, c.hidden),
+          .train = train,
+          .test = test,
+          .sync = sc.optimizer,
+          .sma_alpha = c.sma_alpha,
+          .ada_switch_step = c.ada_switch_step,
+          .optimizer = {.name = c.local_optimizer, .momentum = c.momentum},
+          .seed = sc.seed,
+          .eval_every = c.eval_every,
+          .gns_every = c.gns_every,
+          .variance_every = c.variance_every};
+}
+
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
   std::vector<std::unique_ptr<Policy>> out;
   for (const auto& spec : specs)
@@ -74,7 +114,7 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   const ModelProfile& model = model_profile(scenario_.workload.model);
   const auto per_sample = compute_time_per_sample(model, scenario_.workload.device);
   per_sample_seconds_ = to_seconds(per_sample);
-  const TrainerOptions trainer_options{
+  TrainerOptions trainer_options{
       .model = &model,
       .batch_per_worker = scenario_.workload.batch_per_worker,
       .fusion_bytes = scenario_.workload.fusion_bytes,
@@ -85,6 +125,12 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                  .timeout = scenario_.timeout,
                  .strategy = scenario_.strategy},
       .ping_every = scenario_.ping_every};
+  if (scenario_.workload.numeric) {
+    trainer_options.learning_rate = scenario_.workload.numeric->learning_rate;
+    trainer_options.program = [numeric = numeric_options(scenario_)](int rank, int size) {
+      return std::make_unique<NumericProgram>(numeric, rank, size);
+    };
+  }
 
   // Trainers by slot; a slot's trainer is replaced when a worker starts there again.
   std::vector<std::unique_ptr<Trainer>> trainers(static_cast<std::size_t>(slots));
@@ -259,6 +305,24 @@ nlohmann::json Simulation::summary() const {
       {"ideal_samples_per_s", per_sample_seconds_ > 0 ? n_workers_ / per_sample_seconds_ : 0.0},
       {"world_stats", world_stats_},
   };
+  if (const auto& numeric = scenario_.workload.numeric) {
+    // Rank 0's evaluations: the last one, and the first at or above the target.
+    nlohmann::json accuracy = nullptr, reached = nullptr;
+    for (const auto& s : recorder_.steps()) {
+      if (s.rank != 0) continue;
+      const auto a = s.metrics.values.find("accuracy");
+      if (a == s.metrics.values.end()) continue;
+      accuracy = a->second;
+      if (reached.is_null() && numeric->target_accuracy > 0 && a->second >= numeric->target_accuracy) {
+        reached = {{"step", s.step}, {"time_s", to_seconds(s.end.time_since_epoch())}};
+      }
+    }
+    run["optimizer"] = scenario_.optimizer;
+    run["numeric_model"] = numeric->model;
+    run["final_accuracy"] = accuracy;
+    run["target_accuracy"] = numeric->target_accuracy;
+    run["time_to_target"] = reached;
+  }
   return recorder_.summary(std::move(run), windows_);
 }
 
