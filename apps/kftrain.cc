@@ -3,8 +3,11 @@
 //   kfrun -np 4 -H ... ./kftrain -model resnet50 -steps 100 -policy adaptive_strategy -out runs/a
 //   kfrun -w -np 2 -H 127.0.0.1:4 -builtin-config-port 9100 ./kftrain -policy scheduled_resize:schedule=10:4,20:3
 // Compute takes the model's profiled time per sample (or -compute-ms); gradients are real
-// buffers of the model's tensor sizes, -verify checks every allreduce's sum. Each worker writes
-// the common records (steps.csv, ...) into DIR/<ip>.<port>/.
+// buffers of the model's tensor sizes, -verify checks every allreduce's sum. With -numeric MODEL
+// the worker trains a real model (workloads/numeric_program.h) with -sync ssgd|sma|pair_avg|
+// ada_sgd on a Gaussian-mixture task, or MNIST / CIFAR-10 files (-dataset, -data), and records
+// loss, accuracy, gradient noise scale. Each worker writes the common records (steps.csv, ...)
+// into DIR/<ip>.<port>/.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -21,6 +24,7 @@
 #include "transport/real/socket_transport.h"
 #include "transport/real/worker_env.h"
 #include "workloads/model.h"
+#include "workloads/numeric_program.h"
 #include "workloads/records.h"
 #include "workloads/trainer.h"
 
@@ -41,6 +45,13 @@ int main(int argc, char** argv) {
   std::size_t fusion = 0;
   bool verify = false, quiet = false;
   std::vector<std::string> policy_flags;
+  // Numeric training.
+  std::string numeric, sync = "ssgd", dataset = "gaussian_mixture", data_dir, local_optimizer = "sgd";
+  double learning_rate = 0.1, sma_alpha = 0.1;
+  int hidden = 64, eval_every = 10, gns_every = 0, variance_every = 0;
+  std::int64_t ada_switch_step = 100;
+  std::uint64_t seed = 1;
+  kf::GaussianMixtureOptions mixture;
   app.add_option("--model", model_name, "model profile (resnet50, resnet56, mobilenet_v2, ...)");
   app.add_option("--device", device, "device whose profiled speed the compute takes (k80, v100, h100)");
   app.add_option("--batch", batch, "samples per worker per step");
@@ -54,6 +65,25 @@ int main(int argc, char** argv) {
   app.add_option("--ping-every", ping_every, "probe peer latencies every N steps (0: never)");
   app.add_option("--timeout", timeout_text, "deadline of every collective (30s, 2m)");
   app.add_flag("--verify", verify, "check every allreduce's result");
+  app.add_option("--numeric", numeric, "train a real model: softmax or mlp");
+  app.add_option("--sync", sync, "distributed optimizer: ssgd, sma, pair_avg, ada_sgd");
+  app.add_option("--lr", learning_rate, "learning rate");
+  app.add_option("--local-optimizer", local_optimizer, "sgd (momentum 0.9) or adam");
+  app.add_option("--sma-alpha", sma_alpha, "SMA's alpha");
+  app.add_option("--ada-switch-step", ada_switch_step, "AdaSGD: SMA before, S-SGD from this step");
+  app.add_option("--hidden", hidden, "mlp: hidden units");
+  app.add_option("--dataset", dataset, "gaussian_mixture, mnist or cifar10");
+  app.add_option("--data", data_dir, "mnist / cifar10: the directory of the files");
+  app.add_option("--features", mixture.features, "gaussian_mixture: features");
+  app.add_option("--classes", mixture.classes, "gaussian_mixture: classes");
+  app.add_option("--noise", mixture.noise, "gaussian_mixture: within-class standard deviation");
+  app.add_option("--separation", mixture.separation, "gaussian_mixture: spread of the class means");
+  app.add_option("--train", mixture.train, "gaussian_mixture: training samples");
+  app.add_option("--test", mixture.test, "gaussian_mixture: test samples");
+  app.add_option("--eval-every", eval_every, "test accuracy every N steps (0: never)");
+  app.add_option("--gns-every", gns_every, "gradient noise scale every N steps (0: off)");
+  app.add_option("--variance-every", variance_every, "gradient variance every N steps (0: off)");
+  app.add_option("--seed", seed, "data, initial model and peer choices");
   app.add_option("--out", out, "write records into OUT/<ip>.<port>/");
   app.add_flag("--q", quiet, "no per-step lines");
   auto args = kf::go_style_args(argc, argv, {"verify", "q"}, false);
@@ -97,6 +127,27 @@ int main(int argc, char** argv) {
         .joining = env_or("KUNGFU_JOINING") == "1",
         .verify = verify};
     if (config.strategy) options.engine.strategy = *config.strategy;
+    if (!numeric.empty()) {
+      mixture.seed = seed;
+      auto [train, test] = kf::load_dataset(dataset, data_dir, mixture);
+      kf::NumericOptions n{
+          .model = kf::make_numeric_model(numeric, train.features, train.classes, hidden),
+          .train = std::make_shared<kf::Dataset>(std::move(train)),
+          .test = std::make_shared<kf::Dataset>(std::move(test)),
+          .sync = sync,
+          .sma_alpha = sma_alpha,
+          .ada_switch_step = ada_switch_step,
+          .optimizer = {.name = local_optimizer},
+          .seed = seed,
+          .eval_every = eval_every,
+          .gns_every = gns_every,
+          .variance_every = variance_every};
+      kf::validate(n);
+      options.learning_rate = learning_rate;
+      options.program = [n](int rank, int size) {
+        return std::make_unique<kf::NumericProgram>(n, rank, size);
+      };
+    }
 
     kf::SocketTransportOptions transport_options;
     transport_options.secret = env_or("KUNGFU_SECRET");
@@ -115,10 +166,13 @@ int main(int argc, char** argv) {
     if (!quiet) {
       recorder.on_step_finished = [&](const kf::StepRecord& s) {
         if (s.rank != 0) return;
-        std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s\n",
+        std::string values;
+        for (const auto& [name, value] : s.metrics.values)
+          values += fmt::format(" {}={:.4g}", name, value);
+        std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s%s\n",
                     static_cast<long long>(s.step), s.cluster_size, s.strategy.c_str(),
-                    s.metrics.samples_per_second, s.actions.empty() ? "" : " -> ",
-                    s.actions.c_str());
+                    s.metrics.samples_per_second, values.c_str(),
+                    s.actions.empty() ? "" : " -> ", s.actions.c_str());
         std::fflush(stdout);
       };
     }

@@ -352,9 +352,15 @@ TEST(ScenarioErrors, NamedValues) {
   EXPECT_EQ(parse_scenario(kBase + "strategy: multi_binary_tree_star\n", "s.yaml").strategy,
             StrategyName::multi_binary_tree_star);
   expect_parse_error(kBase + "optimizer: adam\n", 3, 12,
-                     "optimizer: unknown optimizer 'adam' (known: ssgd)");
+                     "optimizer: unknown optimizer 'adam' (known: ssgd, sma, pair_avg, ada_sgd)");
   expect_parse_error(kBase + "optimizer: sma\n", 3, 12,
-                     "optimizer: 'sma' arrives with the training issue (issue 6)");
+                     "optimizer: 'sma' needs a real model: set workload.numeric");
+  expect_parse_error(kBase + "workload: {numeric: {model: cnn}}\n", 3, 29,
+                     "workload.numeric.model: unknown numeric model 'cnn' (known: softmax, mlp)");
+  expect_parse_error(kBase + "workload: {numeric: {dataset: mnist}}\n", 3, 21,
+                     "dataset mnist needs `path`");
+  expect_parse_error(kBase + "workload: {numeric: {target_accuracy: 2}}\n", 3, 39,
+                     "workload.numeric.target_accuracy: must be in [0, 1]");
   expect_parse_error(kBase + "policy: greedy\n", 3, 9,
                      "policy: unknown policy 'greedy' (known: adaptive_strategy,");
   expect_parse_error(kBase + "policy: {name: adaptive_strategy, threshold: 2}\n", 3, 9,

@@ -105,6 +105,23 @@ Dataset load_cifar10(const std::vector<std::string>& batch_files) {
   return d;
 }
 
+std::pair<Dataset, Dataset> load_dataset(const std::string& kind, const std::string& path,
+                                         const GaussianMixtureOptions& mixture) {
+  if (kind == "gaussian_mixture") return gaussian_mixture(mixture);
+  if (kind == "mnist") {
+    return {load_mnist(path + "/train-images-idx3-ubyte", path + "/train-labels-idx1-ubyte"),
+            load_mnist(path + "/t10k-images-idx3-ubyte", path + "/t10k-labels-idx1-ubyte")};
+  }
+  if (kind == "cifar10") {
+    std::vector<std::string> batches;
+    for (int i = 1; i <= 5; ++i)
+      batches.push_back(fmt::format("{}/data_batch_{}.bin", path, i));
+    return {load_cifar10(batches), load_cifar10({path + "/test_batch.bin"})};
+  }
+  throw std::invalid_argument("unknown dataset '" + kind +
+                              "' (known: gaussian_mixture, mnist, cifar10)");
+}
+
 ShardSampler::ShardSampler(std::size_t dataset_size, int rank, int size, std::uint64_t seed,
                            std::uint64_t cursor)
     : n_(dataset_size), rank_(rank), size_(size), seed_(seed), cursor_(cursor) {

@@ -42,6 +42,12 @@ Dataset load_mnist(const std::string& images_file, const std::string& labels_fil
 // CIFAR-10 binary batches (data_batch_1.bin ...: 1 label byte + 3072 pixel bytes per image).
 Dataset load_cifar10(const std::vector<std::string>& batch_files);
 
+// A dataset by kind: "gaussian_mixture" (made from `mixture`), "mnist" (the four IDX files under
+// `path`, as distributed: train-images-idx3-ubyte, ..., t10k-labels-idx1-ubyte) or "cifar10"
+// (data_batch_1..5.bin and test_batch.bin under `path`). Returns (train, test).
+std::pair<Dataset, Dataset> load_dataset(const std::string& kind, const std::string& path,
+                                         const GaussianMixtureOptions& mixture);
+
 // Which samples a worker trains on: every epoch a fresh permutation of the whole set (seeded by
 // seed and epoch, the same on every worker), of which rank r takes positions r, r + n, r + 2n...
 // A batch continues where the last one ended; the epoch turns when the shard is used up.

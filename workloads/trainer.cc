@@ -91,7 +91,12 @@ void Trainer::begin_step() {
   if (abandoned_) return;
   if (stop_requested_ || step_ >= options_.steps) {
     policies_.after_train(state());
-    finish(Status{});
+    // Nobody leaves while a peer may still need it (pair averaging asks peers for their model at
+    // any time): a barrier, then done.
+    barrier(*engine_, fmt::format("kf.end/{}", engine_->cluster().version()),
+            [this, alive = alive_](Status s) {
+              if (*alive && !abandoned_) finish(s);
+            });
     return;
   }
   if (options_.steps_per_epoch > 0 && step_ % options_.steps_per_epoch == 0) {

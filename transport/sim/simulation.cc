@@ -51,29 +51,16 @@ std::string describe(const Trigger& t) {
 // The scenario's numeric task: its model and data, made once and shared by every worker.
 NumericOptions numeric_options(const Scenario& sc) {
   const NumericConfig& c = *sc.workload.numeric;
-  std::shared_ptr<Dataset> train, test;
-  if (c.dataset == "mnist") {
-    train = std::make_shared<Dataset>(load_mnist(c.path + "/train-images-idx3-ubyte",
-                                                 c.path + "/train-labels-idx1-ubyte"));
-    test = std::make_shared<Dataset>(load_mnist(c.path + "/t10k-images-idx3-ubyte",
-                                                c.path + "/t10k-labels-idx1-ubyte"));
-  } else if (c.dataset == "cifar10") {
-    std::vector<std::string> batches;
-    for (int i = 1; i <= 5; ++i)
-      batches.push_back(fmt::format("{}/data_batch_{}.bin", c.path, i));
-    train = std::make_shared<Dataset>(load_cifar10(batches));
-    test = std::make_shared<Dataset>(load_cifar10({c.path + "/test_batch.bin"}));
-  } else {
-    auto [tr, te] = gaussian_mixture({.features = c.features,
-                                      .classes = c.classes,
-                                      .train = c.train,
-                                      .test = c.test,
-                                      .separation = c.separation,
-                                      .noise = c.noise,
-                                      .seed = sc.seed});
-    train = std::make_shared<Dataset>(std::move(tr));
-    test = std::make_shared<Dataset>(std::move(te));
-  }
+  auto [tr, te] = load_dataset(c.dataset, c.path,
+                               {.features = c.features,
+                                .classes = c.classes,
+                                .train = c.train,
+                                .test = c.test,
+                                .separation = c.separation,
+                                .noise = c.noise,
+                                .seed = sc.seed});
+  auto train = std::make_shared<Dataset>(std::move(tr));
+  auto test = std::make_shared<Dataset>(std::move(te));
   return {.model = make_numeric_model(c.model, train->features, train->classes, c.hidden),
           .train = train,
           .test = test,
