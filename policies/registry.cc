@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "policies/adaptive_batch_size.h"
 #include "policies/adaptive_strategy.h"
 #include "policies/elastic_provisioning.h"
 #include "policies/scheduled_resize.h"
@@ -103,6 +104,19 @@ const std::map<std::string, std::function<std::unique_ptr<Policy>(const PolicySp
              }
            }
            return std::make_unique<AdaptiveStrategy>(o);
+         });
+       }},
+      {"adaptive_batch_size",
+       [](const PolicySpec& spec) {
+         return build(spec, [](Params& p) {
+           AdaptiveBatchSizeOptions o;
+           p.number("interval", o.interval);
+           p.number("min_batch", o.min_batch);
+           p.number("max_batch", o.max_batch);
+           p.number("scale", o.scale);
+           p.number("min_change", o.min_change);
+           if (const auto rule = p.text("lr_rule")) o.lr_rule = *rule;
+           return std::make_unique<AdaptiveBatchSize>(o);
          });
        }},
       {"scheduled_resize",

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "harness.h"
+#include "policies/adaptive_batch_size.h"
 #include "policies/adaptive_strategy.h"
 #include "policies/elastic_provisioning.h"
 #include "policies/policy_runner.h"
@@ -107,7 +108,7 @@ TEST(PolicyRegistry, FlagsAndErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message("greedy").find("unknown policy 'greedy' (known: adaptive_strategy"), std::string::npos);
+  EXPECT_NE(message("greedy").find("unknown policy 'greedy' (known: adaptive_batch_size, adaptive_strategy"), std::string::npos);
   EXPECT_NE(message("adaptive_strategy:window=x").find("parameter 'window': 'x' is not a number"),
             std::string::npos);
   EXPECT_NE(message("adaptive_strategy:windw=3").find("unknown parameter 'windw' (accepted:"),
@@ -243,6 +244,41 @@ TEST(AdaptiveStrategy, MstAlternativeAvoidsTheSlowPeer) {
   ASSERT_EQ(s.forest.size(), 3u);
   // 1 and 2 are joined directly; 0 hangs off one of them by a single edge.
   EXPECT_TRUE(s.forest[2] == 1 || s.forest[1] == 2);
+}
+
+TEST(AdaptiveBatchSize, FollowsTheNoiseScaleWithTheLearningRateRescaled) {
+  AdaptiveBatchSize p({.interval = 5, .min_batch = 16, .max_batch = 512, .scale = 1.0});
+  TrainingState s = state_of(0, 4);
+  s.batch_per_worker = 32;
+  s.learning_rate = 0.1;
+  p.before_train(s);
+  std::vector<Action> actions;
+  // Four workers measured a noise scale of 1000 on average: a global batch of 1000 = 250 each.
+  const std::vector<double> sums{4000, 4};
+  s.step = 3;
+  p.after_step({}, sums, s, actions);
+  EXPECT_TRUE(actions.empty());  // not a decision step
+  s.step = 4;
+  p.after_step({}, sums, s, actions);
+  ASSERT_EQ(actions.size(), 2u);
+  EXPECT_EQ(std::get<SetBatchSize>(actions[0]).per_worker, 250);
+  EXPECT_DOUBLE_EQ(std::get<SetLearningRate>(actions[1]).value, 0.1 * 250 / 32);
+  // Within min_change of the target: no change; far beyond max: clamped.
+  actions.clear();
+  s.batch_per_worker = 240;
+  s.step = 9;
+  p.after_step({}, sums, s, actions);
+  EXPECT_TRUE(actions.empty());
+  const std::vector<double> huge{4e6, 4};
+  p.after_step({}, huge, s, actions);
+  ASSERT_FALSE(actions.empty());
+  EXPECT_EQ(std::get<SetBatchSize>(actions[0]).per_worker, 512);
+  // No estimate yet (one worker, or the monitor off): nothing.
+  actions.clear();
+  const std::vector<double> none{0, 0};
+  p.after_step({}, none, s, actions);
+  EXPECT_TRUE(actions.empty());
+  EXPECT_THROW(AdaptiveBatchSize({.lr_rule = "cubic"}), std::invalid_argument);
 }
 
 // ---- the agreement round, over the in-process world ----

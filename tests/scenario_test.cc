@@ -362,7 +362,7 @@ TEST(ScenarioErrors, NamedValues) {
   expect_parse_error(kBase + "workload: {numeric: {target_accuracy: 2}}\n", 3, 39,
                      "workload.numeric.target_accuracy: must be in [0, 1]");
   expect_parse_error(kBase + "policy: greedy\n", 3, 9,
-                     "policy: unknown policy 'greedy' (known: adaptive_strategy,");
+                     "policy: unknown policy 'greedy' (known: adaptive_batch_size, adaptive_strategy,");
   expect_parse_error(kBase + "policy: {name: adaptive_strategy, threshold: 2}\n", 3, 9,
                      "policy: policy adaptive_strategy: interference: threshold must be in (0, 1)");
   expect_parse_error(kBase + "policy: [none, {name: adaptive_strategy, treshold: 0.5}]\n", 3, 16,

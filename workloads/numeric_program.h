@@ -38,6 +38,10 @@ struct NumericOptions {
   int gns_every = 0;        // 0: off
   double gns_ema = 0.9;
   int variance_every = 0;   // 0: off
+  // Bytes the step's communication should cost beyond the numeric model's own (a phantom
+  // allreduce of the difference runs beside the optimizer's collectives): so a small model can
+  // learn at the network cost of the profiled model it stands in for, in the simulated world.
+  std::size_t cost_bytes = 0;
 };
 
 // Throws std::invalid_argument naming the known sync kinds.
@@ -63,6 +67,7 @@ class NumericProgram final : public StepProgram {
   void pair_average(const StepContext& ctx, Next next);
   void monitors(const StepContext& ctx, bool gradients_averaged, Next next);
   void finish_step(const StepContext& ctx);
+  void synchronize(const StepContext& ctx, DoneCallback done);
   bool variance_step(std::int64_t step) const;
 
   NumericOptions options_;
@@ -73,6 +78,7 @@ class NumericProgram final : public StepProgram {
   std::vector<float> scratch_;
   std::vector<float> scratch2_;
   std::vector<float> local_sq_;  // this worker's g^2, on variance steps
+  Buffer padding_;               // phantom: cost_bytes minus the model's
   std::unique_ptr<LocalOptimizer> optimizer_;
   ShardSampler sampler_;
   std::vector<std::size_t> batch_;

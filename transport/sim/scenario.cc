@@ -481,7 +481,7 @@ NumericConfig Reader::numeric(const Node& n) const {
                   {"model", "hidden", "dataset", "path", "features", "classes", "train", "test",
                    "separation", "noise", "optimizer", "momentum", "learning_rate", "sma_alpha",
                    "ada_switch_step", "eval_every", "gns_every", "variance_every",
-                   "target_accuracy"});
+                   "target_accuracy", "cost"});
   NumericConfig c;
   if (const auto v = m.get("model")) {
     c.model = string(*v, m.child("model"));
@@ -524,6 +524,11 @@ NumericConfig Reader::numeric(const Node& n) const {
   if (const auto v = m.get("eval_every")) c.eval_every = int32(*v, m.child("eval_every"), 0);
   if (const auto v = m.get("gns_every")) c.gns_every = int32(*v, m.child("gns_every"), 0);
   if (const auto v = m.get("variance_every")) c.variance_every = int32(*v, m.child("variance_every"), 0);
+  if (const auto v = m.get("cost")) {
+    c.cost = string(*v, m.child("cost"));
+    if (c.cost != "profile" && c.cost != "numeric")
+      fail(*v, m.child("cost"), "expected profile or numeric, got '" + c.cost + "'");
+  }
   if (const auto v = m.get("target_accuracy")) {
     c.target_accuracy = number(*v, m.child("target_accuracy"));
     if (c.target_accuracy < 0 || c.target_accuracy > 1) fail(*v, m.child("target_accuracy"), "must be in [0, 1]");

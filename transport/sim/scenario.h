@@ -118,6 +118,9 @@ struct NumericConfig {
   int gns_every = 0;
   int variance_every = 0;
   double target_accuracy = 0;  // > 0: summary.json reports the time to reach it
+  // What a step's communication costs: "profile" (the workload model's gradient bytes, the
+  // numeric model standing in for it) or "numeric" (the numeric model's own bytes).
+  std::string cost = "profile";
 };
 
 struct WorkloadConfig {

@@ -71,7 +71,10 @@ NumericOptions numeric_options(const Scenario& sc) {
           .seed = sc.seed,
           .eval_every = c.eval_every,
           .gns_every = c.gns_every,
-          .variance_every = c.variance_every};
+          .variance_every = c.variance_every,
+          .cost_bytes = c.cost == "profile"
+                            ? model_profile(sc.workload.model).parameter_count() * sizeof(float)
+                            : 0};
 }
 
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
