@@ -52,15 +52,17 @@ TEST(ShardSampler, ShardsAreDisjointAndCoverEveryEpochInAFreshOrder) {
 }
 
 void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 TEST(Dataset, MnistAndCifarFilesAreRead) {
-  const auto dir = std::filesystem::temp_directory_path() / ("kf_data_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kf_data_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   // 2 images of 2x3 and their labels, in IDX.
-  write_bytes(dir / "img", {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3,  //
+  write_bytes(dir / "img", {0, 0,   8, 3, 0, 0, 0,  2,  0,  0,  0,  2, 0, 0, 0, 3,  //
                             0, 255, 0, 0, 0, 0, 10, 20, 30, 40, 50, 60});
   write_bytes(dir / "lbl", {0, 0, 8, 1, 0, 0, 0, 2, 7, 3});
   const Dataset m = load_mnist(dir / "img", dir / "lbl");
@@ -85,7 +87,8 @@ TEST(Dataset, MnistAndCifarFilesAreRead) {
 class Gradients : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Gradients, MatchFiniteDifferences) {
-  const auto [train, test] = gaussian_mixture({.features = 5, .classes = 3, .train = 16, .test = 4});
+  const auto [train, test] =
+      gaussian_mixture({.features = 5, .classes = 3, .train = 16, .test = 4});
   const auto model = make_numeric_model(GetParam(), 5, 3, 4);
   std::vector<float> p = model->initial_parameters(3);
   std::vector<float> g(p.size());
@@ -126,7 +129,8 @@ TEST(GradientNoiseScale, WithinAQuarterOfTheAnalyticValue) {
       std::vector<double> local(d, 0.0);
       for (int s = 0; s < b_small; ++s)
         for (int i = 0; i < d; ++i)
-          local[static_cast<std::size_t>(i)] += true_g[static_cast<std::size_t>(i)] + sigma * normal(rng);
+          local[static_cast<std::size_t>(i)] +=
+              true_g[static_cast<std::size_t>(i)] + sigma * normal(rng);
       for (int i = 0; i < d; ++i) {
         local[static_cast<std::size_t>(i)] /= b_small;
         big[static_cast<std::size_t>(i)] += local[static_cast<std::size_t>(i)] / workers;
@@ -162,8 +166,13 @@ struct Trained {
 
 Trained train_inproc(const std::string& sync, int steps, double lr, int gns_every = 0) {
   const int n = 4;
-  auto [train, test] = gaussian_mixture({.features = 16, .classes = 4, .train = 4096, .test = 1024,
-                                         .separation = 1.0, .noise = 1.0, .seed = 3});
+  auto [train, test] = gaussian_mixture({.features = 16,
+                                         .classes = 4,
+                                         .train = 4096,
+                                         .test = 1024,
+                                         .separation = 1.0,
+                                         .noise = 1.0,
+                                         .seed = 3});
   NumericOptions o{.model = make_numeric_model("mlp", 16, 4, 32),
                    .train = std::make_shared<Dataset>(std::move(train)),
                    .test = std::make_shared<Dataset>(std::move(test)),
@@ -172,17 +181,19 @@ Trained train_inproc(const std::string& sync, int steps, double lr, int gns_ever
                    .eval_every = steps,
                    .gns_every = gns_every};
   Trained out;
-  out.initial_accuracy =
-      o.model->evaluate(o.model->initial_parameters(o.seed), *o.test).accuracy;
+  out.initial_accuracy = o.model->evaluate(o.model->initial_parameters(o.seed), *o.test).accuracy;
   InprocWorld world(n);
   std::vector<std::unique_ptr<LocalCompute>> computes;
   std::vector<std::unique_ptr<Trainer>> trainers(n);
-  RunRecorder recorder;
+  // One recorder per worker: each is used on its worker's loop only.
+  std::vector<RunRecorder> recorders(static_cast<std::size_t>(n));
   std::promise<void> all_done;
   std::atomic<int> done{0};
-  recorder.on_worker_finished = [&](int, const Status&, TimePoint) {
-    if (++done == n) all_done.set_value();
-  };
+  for (auto& recorder : recorders) {
+    recorder.on_worker_finished = [&](int, const Status&, TimePoint) {
+      if (++done == n) all_done.set_value();
+    };
+  }
   static const ModelProfile& unused = model_profile("resnet56");
   for (int r = 0; r < n; ++r) {
     computes.push_back(std::make_unique<LocalCompute>(world.loop(r)));
@@ -194,11 +205,12 @@ Trained train_inproc(const std::string& sync, int steps, double lr, int gns_ever
                        .program = [o](int rank, int size) {
                          return std::make_unique<NumericProgram>(o, rank, size);
                        }};
-      trainers[static_cast<std::size_t>(r)] = std::make_unique<Trainer>(
-          ClusterSpec::local(n), r,
-          TrainerWorld{.executor = world.loop(r), .compute = *computes.back(),
-                       .transport = &world.transport(r)},
-          t, PolicyRunner{}, recorder);
+      trainers[static_cast<std::size_t>(r)] =
+          std::make_unique<Trainer>(ClusterSpec::local(n), r,
+                                    TrainerWorld{.executor = world.loop(r),
+                                                 .compute = *computes.back(),
+                                                 .transport = &world.transport(r)},
+                                    t, PolicyRunner{}, recorders[static_cast<std::size_t>(r)]);
     });
   }
   // Every engine listens before anyone sends.
@@ -209,14 +221,16 @@ Trained train_inproc(const std::string& sync, int steps, double lr, int gns_ever
   }
   for (int r = 0; r < n; ++r)
     world.loop(r).call([&, r] { trainers[static_cast<std::size_t>(r)].reset(); });
-  out.errors.insert(out.errors.end(), recorder.errors().begin(), recorder.errors().end());
   out.accuracy.assign(n, 0.0);
   out.gns.assign(n, 0.0);
-  for (const auto& s : recorder.steps()) {
-    if (const auto a = s.metrics.values.find("accuracy"); a != s.metrics.values.end())
-      out.accuracy[static_cast<std::size_t>(s.rank)] = a->second;
-    if (const auto g = s.metrics.values.find("gns"); g != s.metrics.values.end())
-      out.gns[static_cast<std::size_t>(s.rank)] = g->second;
+  for (const auto& recorder : recorders) {
+    out.errors.insert(out.errors.end(), recorder.errors().begin(), recorder.errors().end());
+    for (const auto& s : recorder.steps()) {
+      if (const auto a = s.metrics.values.find("accuracy"); a != s.metrics.values.end())
+        out.accuracy[static_cast<std::size_t>(s.rank)] = a->second;
+      if (const auto g = s.metrics.values.find("gns"); g != s.metrics.values.end())
+        out.gns[static_cast<std::size_t>(s.rank)] = g->second;
+    }
   }
   return out;
 }
