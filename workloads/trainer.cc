@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "runtime/collectives.h"
@@ -20,7 +19,8 @@ Trainer::Trainer(ClusterSpec cluster, int rank, TrainerWorld world, TrainerOptio
       observer_(observer),
       batch_per_worker_(options.batch_per_worker),
       learning_rate_(options.learning_rate) {
-  if (options_.model == nullptr) throw std::invalid_argument("trainer: no model");
+  if (options_.model == nullptr && !options_.program)
+    throw std::invalid_argument("trainer: no model and no program");
   if (world_.transport == nullptr && world_.membership == nullptr)
     throw std::invalid_argument("trainer: the world gave no transport");
   build_engine(cluster, rank);

@@ -28,7 +28,7 @@
 namespace kf {
 
 struct TrainerOptions {
-  const ModelProfile* model = nullptr;
+  const ModelProfile* model = nullptr;  // the default program's (and the profiled compute time's)
   int batch_per_worker = 32;
   std::size_t fusion_bytes = 0;  // 0: one allreduce per gradient tensor
   bool phantom = true;
