@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
                  "allreduce strategy (overrides KUNGFU_ALLREDUCE_STRATEGY)");
   app.add_flag("--json", json, "one JSON object instead of the table");
   app.add_option("--chunk", chunk_text, "engine chunk size (default 1M)");
+  int huge_pages = 1;
+  app.add_option("--hugepages", huge_pages,
+                 "buffers of 2 MiB or more on transparent huge pages (0/1)");
   auto args = kf::go_style_args(argc, argv, {"json"}, false);
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
     b.check = check != 0;
     b.root = root;
     b.json = json;
+    b.huge_pages = huge_pages != 0;
     const auto dtype = kf::bench::parse_bench_dtype(dtype_text);
     if (!dtype) throw std::invalid_argument("-d " + dtype_text + ": unknown dtype");
     b.dtype = *dtype;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,9 +11,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "bench/nccl_table.h"
@@ -125,8 +129,43 @@ bool close_enough(double got, double want, DType t, ReduceOp op) {
   return std::abs(got - want) <= 1e-2 * std::abs(want);
 }
 
+// One benchmark buffer, zero-filled. With `huge`, 2 MiB aligned and advised onto transparent
+// huge pages before its first touch (needed where the kernel offers them only on request, as
+// Debian's default "madvise" does), as a program's large tensors can be (THP "always", glibc's
+// malloc.hugetlb tunable, PyTorch's THP_MEM_ALLOC_ENABLE): a same-host peer copying a lent
+// payload pins its pages, and huge pages make that pinning cheap.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(std::size_t bytes, bool huge) : size_(bytes) {
+    constexpr std::size_t kHuge = std::size_t{2} << 20;
+    if (bytes == 0) return;
+    const bool aligned = huge && bytes >= kHuge;
+    const std::size_t rounded = aligned ? (bytes + kHuge - 1) / kHuge * kHuge : bytes;
+    data_ = static_cast<std::byte*>(aligned ? std::aligned_alloc(kHuge, rounded)
+                                            : std::malloc(rounded));
+    if (data_ == nullptr) throw std::bad_alloc();
+    if (aligned) ::madvise(data_, rounded, MADV_HUGEPAGE);  // a hint: failure is harmless
+    std::memset(data_, 0, bytes);
+  }
+  ~HostBuffer() { std::free(data_); }
+  HostBuffer(HostBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  HostBuffer& operator=(HostBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 struct Buffers {
-  std::vector<std::byte> in, out;
+  HostBuffer in, out;
   ConstBufferView input;
   BufferView output;
 };
@@ -148,8 +187,8 @@ class Runner {
     const std::size_t elem = dtype_size(b_.dtype);
     const std::size_t out_count =
         b_.collective == "allgather" ? count * static_cast<std::size_t>(n_) : count;
-    b.in.assign(count * elem, std::byte{0});
-    b.out.assign(out_count * elem, std::byte{0});
+    b.in = HostBuffer(count * elem, b_.huge_pages);
+    b.out = HostBuffer(out_count * elem, b_.huge_pages);
     b.input = ConstBufferView(b.in.data(), count, b_.dtype);
     b.output = BufferView(b.out.data(), out_count, b_.dtype);
     return b;
@@ -171,7 +210,7 @@ class Runner {
     const int r = peer_.rank();
     for (std::size_t i = 0; i < count; ++i)
       store(b.in.data() + i * elem, b_.dtype, value(r, i, b_.op));
-    std::fill(b.out.begin(), b.out.end(), std::byte{0});
+    if (b.out.size() > 0) std::memset(b.out.data(), 0, b.out.size());
     const Status s = once(b);
     if (!s.ok()) return b.output.count();
     std::uint64_t wrong = 0;

@@ -25,6 +25,7 @@ struct CollectiveBench {
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   bool json = false;
+  bool huge_pages = true;      // buffers on transparent huge pages (HostBuffer in kfbench_run.cc)
   std::string strategy_label;  // for the report
 };
 

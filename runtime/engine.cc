@@ -34,18 +34,28 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
   transport_.set_handlers({
       .on_message = [this](int source, Message m) { on_message(source, std::move(m)); },
       .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },
+      .remote_payloads = true,
   });
 }
 
 Engine::~Engine() {
+  *alive_ = false;
   transport_.set_handlers({});
+  if (hold_timer_ != 0) executor_.cancel(hold_timer_);
   auto active = std::move(active_);
+  auto lending = std::move(lending_);
   for (auto& [name, op] : active) {
     executor_.cancel(op->timer);
+    reclaim(*op);
     if (auto done = op->take_callback()) {
       done(Status(ErrorCode::cancelled,
                   fmt::format("{} '{}' on rank {}: engine shut down", op->kind(), name, rank_)));
     }
+  }
+  for (auto& [serial, l] : lending) {
+    executor_.cancel(l.op->timer);
+    reclaim(*l.op);
+    if (auto done = l.op->take_callback()) done(l.status);
   }
 }
 
@@ -152,7 +162,8 @@ void Engine::settle(const std::string& name) {
   std::unique_ptr<Operation> op = std::move(it->second);
   active_.erase(it);
   executor_.cancel(op->timer);
-  reject(op->take_callback(), op->result());
+  Status status = op->result();
+  complete(std::move(op), std::move(status));
 }
 
 void Engine::fail(const std::string& name, Status status) {
@@ -161,7 +172,73 @@ void Engine::fail(const std::string& name, Status status) {
   std::unique_ptr<Operation> op = std::move(it->second);
   active_.erase(it);
   executor_.cancel(op->timer);
-  reject(op->take_callback(), std::move(status));
+  complete(std::move(op), std::move(status));
+}
+
+void Engine::complete(std::unique_ptr<Operation> op, Status status) {
+  if (op->lent() == 0) {
+    reject(op->take_callback(), std::move(status));
+    return;
+  }
+  // Pieces of its buffers are still out: it completes once the transport gives them back
+  // (written, or copied by the peer). A failed operation waits too, so peers still reading them
+  // get the real values and fail, if they must, with their own reason.
+  const std::uint64_t serial = op->serial;
+  op->loans()->on_back = [this, alive = alive_, serial] {
+    // Posted: the transport drops the last piece from inside its own calls.
+    executor_.post([this, alive, serial] {
+      if (*alive) returned(serial);
+    });
+  };
+  // Bounded like every wait: pieces a peer has not taken by then are taken back.
+  const Duration limit = op->timeout > Duration::zero() ? op->timeout : options_.timeout;
+  op->timer = executor_.post_after(limit, [this, serial] {
+    const auto it = lending_.find(serial);
+    if (it == lending_.end()) return;
+    Lending late = std::move(it->second);
+    lending_.erase(it);
+    late.op->loans()->on_back = nullptr;
+    reclaim(*late.op);
+    if (auto done = late.op->take_callback()) done(std::move(late.status));
+  });
+  lending_.emplace(serial, Lending{std::move(op), std::move(status)});
+}
+
+void Engine::returned(std::uint64_t serial) {
+  const auto it = lending_.find(serial);
+  if (it == lending_.end() || it->second.op->lent() > 0) return;
+  Lending back = std::move(it->second);
+  lending_.erase(it);
+  executor_.cancel(back.op->timer);
+  if (auto done = back.op->take_callback()) done(std::move(back.status));
+}
+
+void Engine::reclaim(Operation& op) {
+  if (op.lent() > 0) transport_.reclaim(op.lender());
+}
+
+Payload Engine::payload_of(Operation& op, ConstBufferView data) {
+  const std::size_t size = data.size_bytes();
+  if (data.is_phantom()) return Payload::phantom(size);
+  if (size == 0 || size < transport_.min_borrowed_bytes())
+    return Payload::copy_of(data.data(), size);
+  std::shared_ptr<Loans> loans = op.loans();
+  ++loans->out;
+  const Loans* key = loans.get();
+  return Payload::borrowed(data.data(), size,
+                           std::shared_ptr<const void>(key, [loans](const void*) {
+                             if (--loans->out == 0 && loans->on_back) loans->on_back();
+                           }));
+}
+
+void Operation::send(int destination, std::size_t chunk, std::uint32_t step, ConstBufferView data) {
+  Message m;
+  m.header.kind = MessageKind::collective;
+  m.header.name = name_;
+  m.header.chunk = static_cast<std::uint32_t>(chunk);
+  m.header.step = step;
+  m.payload = engine_.payload_of(*this, data);
+  engine_.send(destination, std::move(m));
 }
 
 void Engine::send(int destination, Message message) {
@@ -178,6 +255,7 @@ void Engine::on_message(int source, Message message) {
     return;
   }
   if (version > cluster_.version()) {
+    message.payload.materialize();  // kept for a successor: the lender gets its buffer back now
     newer_.emplace_back(source, std::move(message));
     return;
   }
@@ -202,8 +280,34 @@ void Engine::on_message(int source, Message message) {
     return;
   }
   // Early: its operation has not started here yet (or this is the next instance of the name).
-  auto& queue = mailbox_[name];
-  queue.push_back({source, std::move(message)});
+  const bool remote = message.payload.is_remote();
+  mailbox_[name].push_back({source, std::move(message), executor_.now()});
+  if (remote) arm_hold_timer();
+}
+
+void Engine::arm_hold_timer() {
+  if (hold_timer_ != 0) return;
+  hold_timer_ = executor_.post_after(options_.remote_hold, [this, alive = alive_] {
+    if (!*alive) return;
+    hold_timer_ = 0;
+    materialize_held();
+  });
+}
+
+void Engine::materialize_held() {
+  const TimePoint now = executor_.now();
+  bool more = false;
+  for (auto& [name, queue] : mailbox_) {
+    for (auto& s : queue) {
+      if (!s.message.payload.is_remote()) continue;
+      if (now - s.at >= options_.remote_hold) {
+        s.message.payload.materialize();  // if that fails, the operation taking it fails
+      } else {
+        more = true;
+      }
+    }
+  }
+  if (more) arm_hold_timer();
 }
 
 void Engine::on_p2p_request(int source, Message request) {

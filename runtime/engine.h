@@ -28,6 +28,10 @@ struct EngineOptions {
   std::size_t chunk_bytes = std::size_t{1} << 20;  // collectives travel in pieces of this size
   Duration timeout = std::chrono::seconds(30);     // default deadline of every operation
   StrategyName strategy = StrategyName::automatic;
+  // A remote payload (read from a same-host peer on demand) that arrives before its operation
+  // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its
+  // buffer back.
+  Duration remote_hold = std::chrono::milliseconds(20);
 };
 
 class Engine {
@@ -62,6 +66,9 @@ class Engine {
   // Completes a callback with `status` without starting anything (argument errors).
   void reject(DoneCallback done, Status status);
   void send(int destination, Message message);
+  // `data` as a payload of `op`: borrowed when the transport takes borrowed payloads that big
+  // (op then completes only once the transport gives it back), copied otherwise.
+  Payload payload_of(Operation& op, ConstBufferView data);
 
   // Bytes this peer sent to / received from each rank (payloads), for monitoring.
   const std::vector<std::uint64_t>& egress_bytes() const { return egress_bytes_; }
@@ -74,7 +81,7 @@ class Engine {
   std::vector<std::pair<int, Message>> take_newer_messages() { return std::move(newer_); }
   void deliver(int source, Message message) { on_message(source, std::move(message)); }
 
-  std::size_t in_flight() const { return active_.size(); }
+  std::size_t in_flight() const { return active_.size() + lending_.size(); }
   std::size_t mailbox_size() const;
   // "rank 2 (127.0.0.1:10002)"
   std::string describe_peer(int rank) const;
@@ -83,6 +90,7 @@ class Engine {
   struct Stashed {
     int source;
     Message message;
+    TimePoint at;  // when it was stashed
   };
 
   void on_message(int source, Message message);
@@ -91,6 +99,12 @@ class Engine {
   void deliver_stashed(Operation& op);
   void settle(const std::string& name);  // completes `name` if its operation is done
   void fail(const std::string& name, Status status);
+  // Completes `op`: at once, or once the transport has given back what it borrowed from it.
+  void complete(std::unique_ptr<Operation> op, Status status);
+  void returned(std::uint64_t serial);  // a lending operation got everything back
+  void reclaim(Operation& op);          // takes back at once what the transport still borrows
+  void arm_hold_timer();
+  void materialize_held();  // copies out remote payloads stashed for remote_hold
 
   ClusterSpec cluster_;
   int rank_;
@@ -101,6 +115,12 @@ class Engine {
   std::map<int, std::shared_ptr<const CompiledStrategy>> rooted_;
 
   std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
+  // Done, waiting for the transport to give back borrowed pieces of their buffers; by serial.
+  struct Lending {
+    std::unique_ptr<Operation> op;
+    Status status;  // what it completes with
+  };
+  std::map<std::uint64_t, Lending> lending_;
   std::unordered_map<std::string, std::deque<Stashed>> mailbox_;
   std::map<int, Status> lost_peers_;
   std::vector<std::uint64_t> egress_bytes_;
@@ -110,6 +130,8 @@ class Engine {
   BlobStore blobs_;
   std::uint64_t serials_ = 0;
   std::uint64_t request_ids_ = 0;
+  Executor::TimerId hold_timer_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // guards posted wake-ups
 };
 
 }  // namespace kf

@@ -28,8 +28,7 @@ void Gather::start() {
               input_);
   } else {
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
-      engine().send(root_, collective_message(name(), c, 0,
-                                              input_.slice(chunks_[c].first, chunks_[c].count)));
+      send(root_, c, 0, input_.slice(chunks_[c].first, chunks_[c].count));
     }
   }
   if (remaining_ == 0) finish();
@@ -52,7 +51,12 @@ void Gather::on_message(int source, Message message) {
     return;
   }
   arrived_[static_cast<std::size_t>(source) * chunks_.size() + c] = true;
-  copy_payload(dst, message.payload);
+  if (const auto why = copy_payload(dst, message.payload)) {
+    finish(Status(ErrorCode::protocol,
+                  fmt::format("gather '{}' on rank {}: chunk {} from {}: {}", name(), rank_, c,
+                              engine().describe_peer(source), *why)));
+    return;
+  }
   if (--remaining_ == 0) finish();
 }
 

@@ -71,15 +71,21 @@ bool GraphCollective::accepts(int source, const MessageHeader& h) const {
 void GraphCollective::on_message(int source, Message message) {
   const std::size_t index = message.header.chunk;
   Chunk& c = chunks_[index];
-  if (const auto why = payload_mismatch(message.payload, out(c))) {
+  const auto error = [&](const std::string& why) {
     finish(Status(ErrorCode::protocol,
                   fmt::format("{} '{}' on rank {}: chunk {} from {}: {}", kind(), name(),
-                              engine().rank(), index, engine().describe_peer(source), *why)));
+                              engine().rank(), index, engine().describe_peer(source), why)));
+  };
+  if (const auto why = payload_mismatch(message.payload, out(c))) {
+    error(*why);
     return;
   }
   if (message.header.step == kStepBroadcast) {
     c.broadcast_arrived = true;
-    copy_payload(out(c), message.payload);
+    if (const auto why = copy_payload(out(c), message.payload)) {
+      error(*why);
+      return;
+    }
     broadcast(index, c);
     if (remaining_ == 0) finish();
     return;
@@ -89,32 +95,41 @@ void GraphCollective::on_message(int source, Message message) {
       std::lower_bound(prevs.begin(), prevs.end(), source) - prevs.begin());
   c.arrived[k] = true;
   if (k != c.folded) {
+    // Kept until its turn: a remote payload is copied out now, so its owner is not held up.
+    if (!message.payload.materialize()) {
+      error(message.payload.error());
+      return;
+    }
     c.early[k] = std::move(message.payload);
     return;
   }
-  fold(index, c, message.payload);
+  if (const auto why = fold(index, c, message.payload)) {
+    error(*why);
+    return;
+  }
   if (remaining_ == 0) finish();
 }
 
-void GraphCollective::fold(std::size_t index, Chunk& c, const Payload& p) {
-  if (c.folded == 0) {
-    reduce_payload_to(out(c), in(c), p, op_);  // the first fold starts the sum: out = in + p
-  } else {
-    reduce_payload(out(c), p, op_);
+std::optional<std::string> GraphCollective::fold(std::size_t index, Chunk& c, const Payload& p) {
+  // The first fold starts the sum: out = in + p.
+  if (auto why = c.folded == 0 ? reduce_payload_to(out(c), in(c), p, op_)
+                               : reduce_payload(out(c), p, op_)) {
+    return why;
   }
   ++c.folded;
   while (c.folded < c.early.size() && c.early[c.folded]) {
-    reduce_payload(out(c), *c.early[c.folded], op_);
+    if (auto why = reduce_payload(out(c), *c.early[c.folded], op_)) return why;
     c.early[c.folded].reset();
     ++c.folded;
   }
   if (c.folded == c.early.size()) reduced(index, c);
+  return std::nullopt;
 }
 
 void GraphCollective::reduced(std::size_t index, Chunk& c) {
   if (c.routes->reduce_next >= 0) {
     const ConstBufferView sum = c.routes->reduce_prevs.empty() ? in(c) : out(c);
-    engine().send(c.routes->reduce_next, collective_message(name(), index, kStepReduce, sum));
+    send(c.routes->reduce_next, index, kStepReduce, sum);
     if (mode_ == GraphMode::reduce) chunk_done(c);
     return;
   }
@@ -128,7 +143,7 @@ void GraphCollective::reduced(std::size_t index, Chunk& c) {
 
 void GraphCollective::broadcast(std::size_t index, Chunk& c) {
   for (int next : c.routes->broadcast_nexts) {
-    engine().send(next, collective_message(name(), index, kStepBroadcast, out(c)));
+    send(next, index, kStepBroadcast, out(c));
   }
   chunk_done(c);
 }

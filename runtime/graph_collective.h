@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/buffer.h"
@@ -43,7 +44,8 @@ class GraphCollective final : public Operation {
 
   BufferView out(const Chunk& c) const { return output_.slice(c.range.first, c.range.count); }
   ConstBufferView in(const Chunk& c) const { return input_.slice(c.range.first, c.range.count); }
-  void fold(std::size_t index, Chunk& c, const Payload& p);
+  // Empty, or why the payload could not be read.
+  std::optional<std::string> fold(std::size_t index, Chunk& c, const Payload& p);
   void reduced(std::size_t index, Chunk& c);    // every contribution folded in
   void broadcast(std::size_t index, Chunk& c);  // pass the final value down, chunk done
   void chunk_done(Chunk& c);

@@ -66,7 +66,7 @@ void HalvingDoublingAllreduce::send_step(std::size_t index, Slice& s, std::uint3
   const auto view = [&](Range r) { return output_.slice(r.first, r.count); };
   s.next_step = step;
   if (virtual_ < 0) {  // odd rank of a pair: hand everything over, wait for the result
-    engine().send(rank_ - 1, collective_message(name(), index, 0, view(s.range)));
+    send(rank_ - 1, index, 0, view(s.range));
     s.next_step = last_step_;
     return;
   }
@@ -77,16 +77,15 @@ void HalvingDoublingAllreduce::send_step(std::size_t index, Slice& s, std::uint3
     s.history.push_back(s.mine);
     const Range give = halve(s, !keep_lower);
     s.mine = halve(s, keep_lower);
-    engine().send(rank_of_virtual(virtual_ ^ distance),
-                  collective_message(name(), index, step, view(give)));
+    send(rank_of_virtual(virtual_ ^ distance), index, step, view(give));
     return;
   }
   if (step < last_step_) {
-    engine().send(source_of(step), collective_message(name(), index, step, view(s.mine)));
+    send(source_of(step), index, step, view(s.mine));
     return;
   }
   if (virtual_ < extra_) {  // give the odd partner its result
-    engine().send(rank_ + 1, collective_message(name(), index, last_step_, view(s.range)));
+    send(rank_ + 1, index, last_step_, view(s.range));
   }
   slice_done(s);
 }
@@ -107,8 +106,17 @@ bool HalvingDoublingAllreduce::accepts(int source, const MessageHeader& h) const
 void HalvingDoublingAllreduce::on_message(int /*source*/, Message message) {
   const std::size_t index = message.header.chunk;
   Slice& s = slices_[index];
-  s.early.emplace(message.header.step, std::move(message.payload));
-  advance(index, s);
+  if (message.header.step == s.next_step) {
+    if (apply(index, s, s.next_step, message.payload)) advance(index, s);
+  } else if (!message.payload.materialize()) {
+    // Kept until its turn, so a remote payload is copied out now: its owner is not held up.
+    finish(Status(ErrorCode::protocol,
+                  fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}", name(), rank_,
+                              index, message.header.step, message.payload.error())));
+    return;
+  } else {
+    s.early.emplace(message.header.step, std::move(message.payload));
+  }
   if (remaining_ == 0 && !done()) finish();
 }
 
@@ -125,30 +133,31 @@ void HalvingDoublingAllreduce::advance(std::size_t index, Slice& s) {
 bool HalvingDoublingAllreduce::apply(std::size_t index, Slice& s, std::uint32_t step,
                                      const Payload& p) {
   const auto view = [&](Range r) { return output_.slice(r.first, r.count); };
+  const auto fail = [&](const std::string& why) {
+    finish(
+        Status(ErrorCode::protocol, fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}",
+                                                name(), rank_, index, step, why)));
+    return false;
+  };
   const auto check = [&](Range r) {
-    if (const auto why = payload_mismatch(p, view(r))) {
-      finish(
-          Status(ErrorCode::protocol, fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}",
-                                                  name(), rank_, index, step, *why)));
-      return false;
-    }
+    if (const auto why = payload_mismatch(p, view(r))) return fail(*why);
     return true;
   };
   if (step == last_step_) {  // odd rank: the result
     if (!check(s.range)) return false;
-    copy_payload(view(s.range), p);
+    if (const auto why = copy_payload(view(s.range), p)) return fail(*why);
     slice_done(s);
     return true;
   }
   if (step == 0) {  // even rank: fold the odd partner's slice in
     if (!check(s.range)) return false;
-    reduce_payload(view(s.range), p, op_);
+    if (const auto why = reduce_payload(view(s.range), p, op_)) return fail(*why);
     send_step(index, s, 1);
     return true;
   }
   if (step <= static_cast<std::uint32_t>(levels_)) {
     if (!check(s.mine)) return false;
-    reduce_payload(view(s.mine), p, op_);
+    if (const auto why = reduce_payload(view(s.mine), p, op_)) return fail(*why);
     if (step == static_cast<std::uint32_t>(levels_) && op_ == ReduceOp::avg) {
       divide_view(view(s.mine), static_cast<std::size_t>(n_));
     }
@@ -163,7 +172,7 @@ bool HalvingDoublingAllreduce::apply(std::size_t index, Slice& s, std::uint32_t 
                           ? Range{s.mine.first + s.mine.count, whole.count - s.mine.count}
                           : Range{whole.first, s.mine.first - whole.first};
   if (!check(other)) return false;
-  copy_payload(view(other), p);
+  if (const auto why = copy_payload(view(other), p)) return fail(*why);
   s.mine = whole;
   send_step(index, s, step + 1);
   return true;

@@ -61,6 +61,29 @@ struct UninitializedAllocator : std::allocator<T> {
 
 using PayloadBytes = std::vector<std::byte, UninitializedAllocator<std::byte>>;
 
+// Where the bytes of a remote payload lie: another process on this host lent them instead of
+// sending them (SocketTransport; InprocWorld's zero_copy mimics it). They are read on demand, so
+// a reduction folds them straight from there and a copy lands them where they belong, with no
+// buffer in between. Only handlers that accept remote payloads get them (Transport::Handlers::
+// remote_payloads); they read and drop them on the receiving executor. Dropping the last holder
+// tells the owner it may reuse them.
+class PayloadSource {
+ public:
+  virtual ~PayloadSource() = default;
+  // Copies bytes [offset, offset + size) into `into`. False: they cannot be read (error()).
+  virtual bool read(std::size_t offset, std::byte* into, std::size_t size) = 0;
+  // After the last read: false if the owner took the bytes back meanwhile, so what was read
+  // cannot be trusted (error()).
+  virtual bool verify() = 0;
+  virtual std::string error() const = 0;
+};
+
+// A message's bytes, one of:
+//   own      bytes the payload holds (copied in, or received into);
+//   phantom  a size and no bytes (simulations);
+//   borrowed bytes someone else owns (an operation's buffer, sent without a copy): every holder
+//            holds the loan, and dropping the last one tells the owner the bytes are free again;
+//   remote   bytes in another process on this host, read on demand (PayloadSource).
 class Payload {
  public:
   Payload() = default;
@@ -74,16 +97,72 @@ class Payload {
     p.phantom_size_ = size;
     return p;
   }
+  // Only for a Transport that takes borrowed payloads (Transport::min_borrowed_bytes): the bytes
+  // must stay put and unchanged until the loan comes back.
+  static Payload borrowed(const std::byte* data, std::size_t size,
+                          std::shared_ptr<const void> loan) {
+    Payload p;
+    p.borrowed_ = data;
+    p.size_ = size;
+    p.loan_ = std::move(loan);
+    return p;
+  }
+  static Payload remote(std::size_t size, std::shared_ptr<PayloadSource> source) {
+    Payload p;
+    p.size_ = size;
+    p.source_ = std::move(source);
+    return p;
+  }
 
   bool is_phantom() const { return phantom_size_ != 0; }
-  std::size_t size() const { return is_phantom() ? phantom_size_ : bytes_.size(); }
-  const std::byte* data() const { return bytes_.data(); }
-  std::byte* data() { return bytes_.data(); }
-  PayloadBytes& bytes() { return bytes_; }
+  bool is_borrowed() const { return loan_ != nullptr; }
+  bool is_remote() const { return source_ != nullptr; }
+  // A remote payload whose bytes could not be read (materialize() failed): size, no bytes.
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  std::size_t size() const {
+    if (is_phantom()) return phantom_size_;
+    return is_borrowed() || is_remote() || failed() ? size_ : bytes_.size();
+  }
+  // Own or borrowed bytes; a remote payload has none until materialize().
+  const std::byte* data() const { return is_borrowed() ? borrowed_ : bytes_.data(); }
+  PayloadBytes& bytes() { return bytes_; }  // own bytes only (to fill them)
+  // Identifies the owner of borrowed bytes (Transport::reclaim); null otherwise.
+  const void* lender() const { return loan_.get(); }
+  PayloadSource* source() const { return source_.get(); }
+
+  // Turns a remote payload into own bytes and drops the source. False if the bytes cannot be
+  // read: the payload is failed() then.
+  bool materialize() {
+    if (!is_remote()) return !failed();
+    PayloadBytes bytes(size_);
+    if (!source_->read(0, bytes.data(), bytes.size()) || !source_->verify()) {
+      error_ = source_->error();
+      if (error_.empty()) error_ = "the lent payload could not be read";
+    } else {
+      bytes_ = std::move(bytes);
+      size_ = 0;
+    }
+    source_.reset();
+    return !failed();
+  }
+  // Turns a borrowed payload into own bytes (a copy) and returns the loan.
+  void own() {
+    if (!is_borrowed()) return;
+    bytes_.assign(borrowed_, borrowed_ + size_);
+    borrowed_ = nullptr;
+    size_ = 0;
+    loan_.reset();
+  }
 
  private:
   PayloadBytes bytes_;
   std::size_t phantom_size_ = 0;
+  const std::byte* borrowed_ = nullptr;
+  std::size_t size_ = 0;  // borrowed, remote or failed
+  std::shared_ptr<const void> loan_;
+  std::shared_ptr<PayloadSource> source_;
+  std::string error_;
 };
 
 struct Message {

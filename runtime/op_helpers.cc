@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kf {
@@ -29,22 +30,86 @@ std::optional<std::string> payload_mismatch(const Payload& payload, ConstBufferV
   if (!dst.is_phantom() && payload.is_phantom() && payload.size() > 0) {
     return "expected data, got a phantom payload";
   }
+  if (payload.failed()) return payload.error();
   return std::nullopt;
 }
 
-void copy_payload(BufferView dst, const Payload& payload) {
-  if (dst.is_phantom() || payload.is_phantom() || payload.size() == 0) return;
+namespace {
+
+// Remote payloads are folded in pieces read into this buffer: small enough to stay in cache
+// between the read and the fold, large enough that the reads cost little.
+constexpr std::size_t kPieceBytes = 256u << 10;
+
+std::byte* scratch() {
+  thread_local PayloadBytes piece(kPieceBytes);
+  return piece.data();
+}
+
+std::optional<std::string> read_error(PayloadSource& source) {
+  std::string why = source.error();
+  if (why.empty()) why = "the lent payload could not be read";
+  return why;
+}
+
+// Calls fold(offset, bytes, size) for consecutive pieces of a remote payload.
+template <typename Fold>
+std::optional<std::string> fold_remote(PayloadSource& source, std::size_t size, Fold fold) {
+  std::byte* piece = scratch();
+  for (std::size_t offset = 0; offset < size; offset += kPieceBytes) {
+    const std::size_t n = std::min(kPieceBytes, size - offset);
+    if (!source.read(offset, piece, n)) return read_error(source);
+    fold(offset, piece, n);
+  }
+  if (!source.verify()) return read_error(source);
+  return std::nullopt;
+}
+
+bool nothing_to_do(BufferView dst, const Payload& payload) {
+  return dst.is_phantom() || payload.is_phantom() || payload.size() == 0;
+}
+
+}  // namespace
+
+std::optional<std::string> copy_payload(BufferView dst, const Payload& payload) {
+  if (nothing_to_do(dst, payload)) return std::nullopt;
+  if (payload.failed()) return payload.error();
+  if (PayloadSource* source = payload.source()) {
+    if (!source->read(0, dst.data(), payload.size()) || !source->verify()) {
+      return read_error(*source);
+    }
+    return std::nullopt;
+  }
   std::memcpy(dst.data(), payload.data(), payload.size());
+  return std::nullopt;
 }
 
-void reduce_payload(BufferView dst, const Payload& payload, ReduceOp op) {
-  if (dst.is_phantom() || payload.is_phantom() || payload.size() == 0) return;
+std::optional<std::string> reduce_payload(BufferView dst, const Payload& payload, ReduceOp op) {
+  if (nothing_to_do(dst, payload)) return std::nullopt;
+  if (payload.failed()) return payload.error();
+  if (PayloadSource* source = payload.source()) {
+    const std::size_t elem = dst.elem_size();
+    return fold_remote(*source, payload.size(),
+                       [&](std::size_t offset, const std::byte* bytes, std::size_t n) {
+                         reduce_into(dst.data() + offset, bytes, n / elem, dst.dtype(), op);
+                       });
+  }
   reduce_into(dst.data(), payload.data(), dst.count(), dst.dtype(), op);
+  return std::nullopt;
 }
 
-void reduce_payload_to(BufferView dst, ConstBufferView a, const Payload& payload, ReduceOp op) {
-  if (dst.is_phantom() || payload.is_phantom() || payload.size() == 0) return;
+std::optional<std::string> reduce_payload_to(BufferView dst, ConstBufferView a,
+                                             const Payload& payload, ReduceOp op) {
+  if (nothing_to_do(dst, payload)) return std::nullopt;
+  if (payload.failed()) return payload.error();
+  if (PayloadSource* source = payload.source()) {
+    const std::size_t elem = dst.elem_size();
+    return fold_remote(
+        *source, payload.size(), [&](std::size_t offset, const std::byte* bytes, std::size_t n) {
+          reduce_to(dst.data() + offset, a.data() + offset, bytes, n / elem, dst.dtype(), op);
+        });
+  }
   reduce_to(dst.data(), a.data(), payload.data(), dst.count(), dst.dtype(), op);
+  return std::nullopt;
 }
 
 void copy_view(BufferView dst, ConstBufferView src) {

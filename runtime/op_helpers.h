@@ -3,6 +3,7 @@
 // protocol.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,16 +18,21 @@ namespace kf {
 inline constexpr std::uint32_t kStepReduce = 0;
 inline constexpr std::uint32_t kStepBroadcast = 1;
 
-Payload payload_of(ConstBufferView view);
+Payload payload_of(ConstBufferView view);  // a copy (or a phantom)
 Message collective_message(const std::string& name, std::size_t chunk, std::uint32_t step,
                            ConstBufferView view);
 
-// Empty when `payload` can land in `dst`; else the reason (size or phantom mismatch).
+// Empty when `payload` can land in `dst`; else the reason (size or phantom mismatch, or a remote
+// payload that could not be read).
 std::optional<std::string> payload_mismatch(const Payload& payload, ConstBufferView dst);
-void copy_payload(BufferView dst, const Payload& payload);
-void reduce_payload(BufferView dst, const Payload& payload, ReduceOp op);
+// Each lands a payload in `dst`, reading a remote one straight from its owner (no buffer in
+// between). Empty on success; else why its bytes could not be read (dst is then unspecified).
+[[nodiscard]] std::optional<std::string> copy_payload(BufferView dst, const Payload& payload);
+[[nodiscard]] std::optional<std::string> reduce_payload(BufferView dst, const Payload& payload,
+                                                        ReduceOp op);
 // dst = op(a, payload): folds an arrival into a fresh accumulator without copying `a` first.
-void reduce_payload_to(BufferView dst, ConstBufferView a, const Payload& payload, ReduceOp op);
+[[nodiscard]] std::optional<std::string> reduce_payload_to(BufferView dst, ConstBufferView a,
+                                                           const Payload& payload, ReduceOp op);
 void copy_view(BufferView dst, ConstBufferView src);  // no-op for phantoms and for dst == src
 void divide_view(BufferView data, std::size_t divisor);
 

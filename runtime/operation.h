@@ -3,12 +3,15 @@
 // when a peer is lost. Operations never block; they react to start() and on_message().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "runtime/buffer.h"
 #include "runtime/message.h"
 #include "runtime/status.h"
 #include "runtime/time.h"
@@ -18,6 +21,13 @@ namespace kf {
 class Engine;
 
 using DoneCallback = std::function<void(Status)>;
+
+// Pieces of an operation's buffers sent without a copy (Payload::borrowed) that the transport
+// still holds. The engine completes the operation only once every piece is back.
+struct Loans {
+  std::size_t out = 0;
+  std::function<void()> on_back;  // runs when `out` drops to zero
+};
 
 class Operation {
  public:
@@ -41,6 +51,14 @@ class Operation {
   // For timeout errors: what is still missing, e.g. "chunk 3 step 1 from rank 2".
   virtual std::string waiting_for() const = 0;
 
+  // Borrowed pieces still out (see Loans), and their owner's key for Transport::reclaim.
+  std::size_t lent() const { return loans_ ? loans_->out : 0; }
+  const void* lender() const { return loans_.get(); }
+  std::shared_ptr<Loans>& loans() {
+    if (!loans_) loans_ = std::make_shared<Loans>();
+    return loans_;
+  }
+
   // The deadline for this operation; zero means the engine's default.
   Duration timeout{0};
 
@@ -51,6 +69,10 @@ class Operation {
 
  protected:
   Engine& engine() const { return engine_; }
+  // Sends piece (chunk, step) of this collective carrying `data`: borrowed from the buffer when
+  // the transport takes it so (the buffer must then stay unchanged until the peer is done with
+  // it, which every algorithm's data flow ensures), copied otherwise.
+  void send(int destination, std::size_t chunk, std::uint32_t step, ConstBufferView data);
   void finish(Status status = {}) {
     if (done_) return;
     done_ = true;
@@ -64,6 +86,7 @@ class Operation {
   DoneCallback done_callback_;
   bool done_ = false;
   Status result_;
+  std::shared_ptr<Loans> loans_;
 };
 
 }  // namespace kf

@@ -48,9 +48,15 @@ void P2PRequest::on_message(int /*source*/, Message message) {
                                                    blob_name_, engine().describe_peer(peer_))));
     return;
   }
+  if (!message.payload.materialize()) {
+    finish(Status(ErrorCode::protocol,
+                  fmt::format("request '{}' from {}: {}", blob_name_, engine().describe_peer(peer_),
+                              message.payload.error())));
+    return;
+  }
   result_->version = message.header.version;
-  const auto& bytes = message.payload.bytes();
-  result_->bytes = std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end());
+  const Payload& p = message.payload;
+  result_->bytes = std::make_shared<const std::vector<std::byte>>(p.data(), p.data() + p.size());
   finish();
 }
 

@@ -54,7 +54,7 @@ void RingAllreduce::start() {
   const int right = wrap(rank_ + 1);
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     const Range& r = slices_[i].parts[static_cast<std::size_t>(rank_)];
-    engine().send(right, collective_message(name(), i, 0, input_.slice(r.first, r.count)));
+    send(right, i, 0, input_.slice(r.first, r.count));
   }
 }
 
@@ -82,18 +82,24 @@ void RingAllreduce::on_message(int /*source*/, Message message) {
   const int right = wrap(rank_ + 1);
   if (scatter) {
     const Range& r = s.parts[static_cast<std::size_t>(p)];
-    reduce_payload_to(dst, input_.slice(r.first, r.count), message.payload, op_);
+    if (const auto why =
+            reduce_payload_to(dst, input_.slice(r.first, r.count), message.payload, op_)) {
+      finish(mismatch_status(*this, rank_, index, step, *why));
+      return;
+    }
     if (s_local < last) {
-      engine().send(right, collective_message(name(), index, step + 1, dst));
+      send(right, index, step + 1, dst);
     } else {
       // Part p is complete here: finish the average, then start its trip around the ring.
       if (op_ == ReduceOp::avg) divide_view(dst, static_cast<std::size_t>(n_));
-      engine().send(right,
-                    collective_message(name(), index, static_cast<std::uint32_t>(n_ - 1), dst));
+      send(right, index, static_cast<std::uint32_t>(n_ - 1), dst);
     }
   } else {
-    copy_payload(dst, message.payload);
-    if (s_local < last) engine().send(right, collective_message(name(), index, step + 1, dst));
+    if (const auto why = copy_payload(dst, message.payload)) {
+      finish(mismatch_status(*this, rank_, index, step, *why));
+      return;
+    }
+    if (s_local < last) send(right, index, step + 1, dst);
   }
   if (--s.remaining == 0 && --remaining_ == 0) finish();
 }
@@ -138,7 +144,7 @@ void RingAllgather::start() {
   }
   const int right = wrap(rank_ + 1);
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    engine().send(right, collective_message(name(), c, 0, piece(rank_, c)));
+    send(right, c, 0, piece(rank_, c));
   }
 }
 
@@ -159,10 +165,11 @@ void RingAllgather::on_message(int /*source*/, Message message) {
     return;
   }
   arrived_[step * chunks_.size() + chunk] = true;
-  copy_payload(dst, message.payload);
-  if (static_cast<int>(step) + 1 < n_ - 1) {
-    engine().send(wrap(rank_ + 1), collective_message(name(), chunk, step + 1, dst));
+  if (const auto why = copy_payload(dst, message.payload)) {
+    finish(mismatch_status(*this, rank_, chunk, step, *why));
+    return;
   }
+  if (static_cast<int>(step) + 1 < n_ - 1) send(wrap(rank_ + 1), chunk, step + 1, dst);
   if (--remaining_ == 0) finish();
 }
 

@@ -4,10 +4,16 @@
 //   - messages from one source to one destination arrive in the order they were sent;
 //   - handlers run on the receiver's executor;
 //   - a peer that cannot be reached any more is reported once through on_peer_lost.
+// Zero copy (optional, for transports that opt in): send() may keep a borrowed payload (bytes of
+// the sender's buffers, Payload::borrowed) until it has written it or a peer has copied it, and
+// then drops it on the sender's executor; reclaim() takes such bytes back at once. A handler that
+// sets remote_payloads may be handed remote payloads (Payload::remote) to read on its executor.
 // C++17: included by world glue.
 #pragma once
 
+#include <cstddef>
 #include <functional>
+#include <limits>
 
 #include "runtime/message.h"
 #include "runtime/status.h"
@@ -19,12 +25,23 @@ class Transport {
   struct Handlers {
     std::function<void(int source, Message message)> on_message;
     std::function<void(int peer, Status why)> on_peer_lost;
+    // on_message reads remote payloads itself (or materializes them) on this executor, so the
+    // transport need not copy them in first.
+    bool remote_payloads = false;
   };
 
   virtual ~Transport() = default;
 
   virtual void set_handlers(Handlers handlers) = 0;
   virtual void send(int destination, Message message) = 0;
+
+  // Payloads at least this big may be sent borrowed; the default (max) means never.
+  virtual std::size_t min_borrowed_bytes() const { return std::numeric_limits<std::size_t>::max(); }
+  // After this returns nothing reads the bytes borrowed from `lender` (Payload::lender) any more,
+  // and every such payload has been dropped: queued ones are copied, ones lent to a peer are
+  // withdrawn (the peer's read of them fails). For an operation whose peers did not take them
+  // in time, or an engine shutting down.
+  virtual void reclaim(const void* lender) { (void)lender; }
 };
 
 }  // namespace kf

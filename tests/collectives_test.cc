@@ -149,6 +149,43 @@ INSTANTIATE_TEST_SUITE_P(
                                          SizeClass::big)),
     matrix_name);
 
+// ---- zero copy: payloads borrowed from the senders' buffers, read straight from there ----
+
+class AllreduceZeroCopy : public ::testing::TestWithParam<MatrixParam> {};
+
+TEST_P(AllreduceZeroCopy, MatchesSerialReference) {
+  const auto [strategy, n, size] = GetParam();
+  InprocWorld world(two_per_host(n), {.chunk_bytes = kChunkBytes, .strategy = strategy},
+                    {.zero_copy = true});
+  std::vector<std::pair<DType, ReduceOp>> cases = {{DType::f32, ReduceOp::sum},
+                                                   {DType::f16, ReduceOp::avg}};
+  if (size == SizeClass::big) cases.resize(1);
+  check_allreduce(world, cases, size);
+  // In place, the buffer a piece was lent from is overwritten later in the same operation: only
+  // once the peer has read it, which each algorithm's data flow must guarantee (TSan checks).
+  const std::size_t count = element_count(size, DType::f32);
+  std::vector<Buffer> data;
+  for (int r = 0; r < n; ++r)
+    data.push_back(make_input(r, count, DType::f32, ReduceOp::sum));
+  expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+    const BufferView v = data[static_cast<std::size_t>(e.rank())].view();
+    allreduce(e, {.name = "in-place", .input = v, .output = v}, std::move(done));
+  }));
+  const auto want =
+      testing::reference_values(testing::all_ranks(n), count, ReduceOp::sum, DType::f32);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(
+        testing::matches_values(data[static_cast<std::size_t>(r)].view(), want, ReduceOp::sum))
+        << "rank " << r << " in place";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ZeroCopy, AllreduceZeroCopy,
+    ::testing::Combine(::testing::ValuesIn(kAllStrategyNames), ::testing::Values(2, 3, 4, 7),
+                       ::testing::Values(SizeClass::one, SizeClass::chunk_plus_1, SizeClass::big)),
+    matrix_name);
+
 // ---- every dtype x every op, on the algorithm families ----
 
 using DTypeParam = std::tuple<DType, ReduceOp, StrategyName>;

@@ -47,6 +47,21 @@ TEST(EventLoop, TimersFireByDeadlineAndCanBeCancelled) {
   EXPECT_GE(loop.now() - start, 30ms);
 }
 
+TEST(EventLoop, ATimerCancelledByTheOneBeforeItNeverFires) {
+  // Both are due in the same turn of the loop; the first cancels the second.
+  EventLoop loop;
+  std::atomic<bool> fired{false};
+  Executor::TimerId second = 0;
+  std::promise<void> done;
+  loop.call([&] {
+    loop.post_after(5ms, [&] { loop.cancel(second); });
+    second = loop.post_after(5ms, [&] { fired = true; });
+    loop.post_after(30ms, [&] { done.set_value(); });
+  });
+  done.get_future().wait();
+  EXPECT_FALSE(fired);
+}
+
 TEST(EventLoop, CallReturnsValuesAndExceptions) {
   EventLoop loop;
   EXPECT_EQ(loop.call([] { return 42; }), 42);

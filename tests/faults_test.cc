@@ -2,8 +2,12 @@
 // when the connection resets and within the timeout when it just goes silent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "harness.h"
 
@@ -104,6 +108,132 @@ TEST(Faults, KillMidTransferNeverHangs) {
       const Status st = f.get();
       if (!st.ok()) {
         EXPECT_EQ(st.code(), ErrorCode::peer_lost) << st.to_string();
+      }
+    }
+  }
+}
+
+// ---- zero copy: operations lend pieces of the caller's buffers and get them back ----
+
+std::vector<float> iota_floats(std::size_t n, float first) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = first + static_cast<float>(i % 1000);
+  return v;
+}
+
+TEST(ZeroCopy, TheSenderCompletesOnlyOnceItsPiecesAreRead) {
+  // The root broadcasts from the caller's buffer, so it may complete only once the receiver has
+  // read it, not when it sent it.
+  InprocWorld world(2, {.strategy = StrategyName::star, .remote_hold = 10s}, {.zero_copy = true});
+  auto a = iota_floats(1 << 16, 1), b = std::vector<float>(1 << 16, 0);
+  std::atomic<bool> receiver_started{false};
+  std::promise<bool> root_done;  // whether the receiver had started by then
+  world.post(0, [&](Engine& e) {
+    const auto v = BufferView::of(std::span<float>(a), DType::f32);
+    broadcast(e, {.name = "w", .input = v, .output = v, .root = 0}, [&](Status s) {
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      root_done.set_value(receiver_started.load());
+    });
+  });
+  std::this_thread::sleep_for(100ms);
+  receiver_started = true;
+  std::promise<Status> got;
+  world.post(1, [&](Engine& e) {
+    const auto v = BufferView::of(std::span<float>(b), DType::f32);
+    broadcast(e, {.name = "w", .input = v, .output = v, .root = 0},
+              [&](Status s) { got.set_value(s); });
+  });
+  auto done = root_done.get_future();
+  ASSERT_EQ(done.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(done.get()) << "the root completed before its buffer was read";
+  EXPECT_TRUE(got.get_future().get().ok());
+  EXPECT_EQ(a, b);
+}
+
+TEST(ZeroCopy, APayloadWaitingForItsOperationIsCopiedOutAfterTheHold) {
+  // Nobody takes the root's broadcast for a long while: after remote_hold the receiver copies it
+  // out of the root's buffer, so the root completes without waiting for the receiver to start.
+  InprocWorld world(2, {.strategy = StrategyName::star, .remote_hold = 20ms}, {.zero_copy = true});
+  auto a = iota_floats(1 << 16, 5), b = std::vector<float>(1 << 16, 0);
+  std::promise<Status> root_done;
+  world.post(0, [&](Engine& e) {
+    const auto v = BufferView::of(std::span<float>(a), DType::f32);
+    broadcast(e, {.name = "w", .input = v, .output = v, .root = 0},
+              [&](Status s) { root_done.set_value(s); });
+  });
+  auto done = root_done.get_future();
+  ASSERT_EQ(done.wait_for(10s), std::future_status::ready) << "the root waited for the receiver";
+  EXPECT_TRUE(done.get().ok());
+  std::fill(a.begin(), a.end(), -1.0f);  // the caller owns its buffer again
+  std::promise<Status> got;
+  world.post(1, [&](Engine& e) {
+    const auto v = BufferView::of(std::span<float>(b), DType::f32);
+    broadcast(e, {.name = "w", .input = v, .output = v, .root = 0},
+              [&](Status s) { got.set_value(s); });
+  });
+  EXPECT_TRUE(got.get_future().get().ok());
+  EXPECT_EQ(b, iota_floats(1 << 16, 5));
+}
+
+TEST(ZeroCopy, AWithdrawnPayloadFailsItsReaderInsteadOfFeedingItGarbage) {
+  // Rank 0's part of a reduce is never read in time: its operation takes the buffer back when its
+  // deadline passes (and completes: its own part is done). Rank 1 starts later and must fail
+  // rather than fold whatever the buffer holds by then.
+  InprocWorld world(2, {.timeout = 200ms, .strategy = StrategyName::star, .remote_hold = 10s},
+                    {.zero_copy = true});
+  auto a = iota_floats(1 << 16, 1), b = iota_floats(1 << 16, 1), out = std::vector<float>(1 << 16);
+  std::promise<Status> leaf_done;
+  world.post(0, [&](Engine& e) {
+    const auto v = BufferView::of(std::span<float>(a), DType::f32);
+    reduce(e, {.name = "r", .input = v, .output = v, .root = 1},
+           [&](Status s) { leaf_done.set_value(s); });
+  });
+  auto done = leaf_done.get_future();
+  ASSERT_EQ(done.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(done.get().ok());
+  std::fill(a.begin(), a.end(), -1.0f);
+  std::promise<Status> root_done;
+  world.post(1, [&](Engine& e) {
+    reduce(e,
+           {.name = "r",
+            .input = BufferView::of(std::span<float>(b), DType::f32),
+            .output = BufferView::of(std::span<float>(out), DType::f32),
+            .root = 1},
+           [&](Status s) { root_done.set_value(s); });
+  });
+  const Status s = root_done.get_future().get();
+  EXPECT_EQ(s.code(), ErrorCode::protocol) << s.to_string();
+  EXPECT_NE(s.message().find("took back"), std::string::npos) << s.message();
+}
+
+TEST(ZeroCopy, KillMidTransferNeverHangs) {
+  for (StrategyName s :
+       {StrategyName::binary_tree_star, StrategyName::ring_rs_ag, StrategyName::halving_doubling}) {
+    InprocWorld world(5, {.chunk_bytes = 64 << 10, .timeout = 5s, .strategy = s},
+                      {.zero_copy = true});
+    std::vector<Buffer> buffers;
+    for (int r = 0; r < 5; ++r)
+      buffers.emplace_back(std::size_t{4} << 20, DType::f32);
+    std::vector<std::shared_ptr<std::promise<Status>>> promises;
+    for (int r = 0; r < 5; ++r) {
+      promises.push_back(std::make_shared<std::promise<Status>>());
+      world.post(r, [p = promises.back(), &buffers, r](Engine& e) {
+        allreduce(e, {.name = "big", .input = buffers[r].view(), .output = buffers[r].view()},
+                  [p](Status st) { p->set_value(st); });
+      });
+    }
+    std::this_thread::sleep_for(5ms);
+    world.kill(2);
+    for (int r : {0, 1, 3, 4}) {
+      auto f = promises[r]->get_future();
+      ASSERT_EQ(f.wait_for(10s), std::future_status::ready)
+          << strategy_name(s) << ": rank " << r << " hung";
+      const Status st = f.get();
+      // Lost, or a piece the dead rank lent was taken back with its engine.
+      if (!st.ok()) {
+        EXPECT_TRUE(st.code() == ErrorCode::peer_lost || st.code() == ErrorCode::protocol)
+            << st.to_string();
       }
     }
   }

@@ -27,12 +27,14 @@ std::vector<std::size_t> sizes_around_chunks(DType t) {
   return {0, 1, 7, chunk - 1, chunk + 1, 3 * chunk + 5};
 }
 
-using OpParam = std::tuple<StrategyName, int>;
+// (strategy, n, zero copy): with zero copy on, payloads are borrowed from the senders' buffers and
+// read straight from there (InprocOptions::zero_copy), as between processes on one host.
+using OpParam = std::tuple<StrategyName, int, bool>;
 
 class Operations : public ::testing::TestWithParam<OpParam> {
  protected:
   InprocWorld make_world() {
-    const auto [strategy, n] = GetParam();
+    const auto [strategy, n, zero_copy] = GetParam();
     std::vector<PeerID> workers, runners;
     for (int r = 0; r < n; ++r) {  // three hosts, interleaved, to stress host-aware graphs
       const std::string host = "10.0.1." + std::to_string(r % 3 + 1);
@@ -40,7 +42,7 @@ class Operations : public ::testing::TestWithParam<OpParam> {
       if (r < 3) runners.push_back({host, 9999});
     }
     return InprocWorld(ClusterSpec(1, runners, workers),
-                       {.chunk_bytes = kChunk, .strategy = strategy});
+                       {.chunk_bytes = kChunk, .strategy = strategy}, {.zero_copy = zero_copy});
   }
   int n() const { return std::get<1>(GetParam()); }
   std::vector<int> roots() const {
@@ -388,12 +390,17 @@ TEST_P(Operations, PhantomBuffersFlowWithoutData) {
 
 std::string op_param_name(const ::testing::TestParamInfo<OpParam>& p) {
   return std::string(strategy_name(std::get<0>(p.param))) + "_n" +
-         std::to_string(std::get<1>(p.param));
+         std::to_string(std::get<1>(p.param)) + (std::get<2>(p.param) ? "_zero_copy" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, Operations,
                          ::testing::Combine(::testing::ValuesIn(kAllStrategyNames),
-                                            ::testing::Values(1, 2, 3, 4, 5, 7, 8, 16)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 7, 8, 16),
+                                            ::testing::Values(false)),
+                         op_param_name);
+INSTANTIATE_TEST_SUITE_P(ZeroCopy, Operations,
+                         ::testing::Combine(::testing::ValuesIn(kAllStrategyNames),
+                                            ::testing::Values(2, 3, 5), ::testing::Values(true)),
                          op_param_name);
 
 // ---- argument errors ----

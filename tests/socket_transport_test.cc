@@ -8,7 +8,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <system_error>
 #include <thread>
 
@@ -256,6 +260,146 @@ TEST(Peer, TwoPeersInOneProcessRunCollectives) {
   t.join();
   EXPECT_EQ(x0[999], 3.0f);
   EXPECT_EQ(x1[0], 3.0f);
+}
+
+TEST(EpollLoop, ATimerCancelledByTheOneBeforeItNeverFires) {
+  // Both are due in the same turn of the loop; the first cancels the second (as an engine's
+  // destructor cancels its timers), which therefore must not run.
+  EpollLoop loop;
+  std::atomic<bool> fired{false};
+  Executor::TimerId second = 0;
+  std::promise<void> done;
+  loop.call([&] {
+    loop.post_after(std::chrono::milliseconds(5), [&] { loop.cancel(second); });
+    second = loop.post_after(std::chrono::milliseconds(5), [&] { fired = true; });
+    loop.post_after(std::chrono::milliseconds(30), [&] { done.set_value(); });
+  });
+  done.get_future().wait();
+  EXPECT_FALSE(fired);
+}
+
+// ---- zero copy: engines over real sockets, payloads borrowed and lent ----
+
+// Starts one Peer per rank of `cluster` in this process, then runs fn(peer) for every rank on a
+// thread of its own (each peer shuts down when its fn returns).
+void on_every_peer(const ClusterSpec& cluster, PeerOptions options,
+                   const std::function<void(Peer&)>& fn) {
+  options.wait_for_peers = false;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (int r = 0; r < cluster.size(); ++r)
+    peers.push_back(std::make_unique<Peer>(WorkerConfig{.cluster = cluster, .rank = r}, options));
+  std::vector<std::thread> threads;
+  for (auto& p : peers) {
+    threads.emplace_back([&fn, &p] {
+      fn(*p);
+      p.reset();
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+}
+
+TEST(ZeroCopy, CollectivesOverUnixAndTcpLendAndBorrowTheCallersBuffers) {
+  const auto base = free_port_base(3);
+  const auto cluster = mixed_cluster(base);
+  constexpr std::size_t kCount = std::size_t{3} << 20;  // 12 MiB of floats
+  PeerOptions options;
+  options.engine.strategy = StrategyName::ring_rs_ag;
+  std::vector<SocketTransportStats> stats(3);
+  on_every_peer(cluster, options, [&](Peer& peer) {
+    const int r = peer.rank();
+    std::vector<float> x(kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      x[i] = static_cast<float>(r + 1) + static_cast<float>(i % 7);
+    ASSERT_TRUE(peer.allreduce(std::span<float>(x)).ok());
+    for (std::size_t i = 0; i < kCount; i += 4099)
+      ASSERT_EQ(x[i], 6.0f + 3.0f * static_cast<float>(i % 7)) << "rank " << r << " at " << i;
+    std::vector<float> w(kCount, r == 2 ? 42.0f : 0.0f);
+    ASSERT_TRUE(peer.broadcast(BufferView::of(std::span<float>(w), DType::f32), 2).ok());
+    EXPECT_EQ(w[kCount - 1], 42.0f);
+    std::vector<float> mine(kCount / 4, static_cast<float>(r)), all(kCount / 4 * 3);
+    ASSERT_TRUE(peer.allgather(ConstBufferView::of(std::span<const float>(mine), DType::f32),
+                               BufferView::of(std::span<float>(all), DType::f32))
+                    .ok());
+    for (int q = 0; q < 3; ++q)
+      EXPECT_EQ(all[static_cast<std::size_t>(q) * (kCount / 4) + 5], static_cast<float>(q));
+    ASSERT_TRUE(peer.barrier().ok());
+    stats[static_cast<std::size_t>(r)] = peer.transport_stats();
+  });
+  // Ranks 0 and 1 share a host and lend each other their buffers; rank 2 (TCP) lends nothing.
+  EXPECT_GT(stats[0].lent, 0u);  // the ring runs 0 -> 1 -> 2 -> 0
+  EXPECT_EQ(stats[1].borrowed, stats[0].lent);
+  EXPECT_EQ(stats[0].borrowed, stats[1].lent);
+  EXPECT_EQ(stats[2].lent + stats[2].borrowed, 0u);
+}
+
+TEST(ZeroCopy, ALendTakenBackFailsItsReaderInsteadOfFeedingItGarbage) {
+  // Rank 0's part of a reduce is not read before rank 0's deadline: rank 0 takes its buffer back
+  // (and completes: its part is done) and scribbles on it. Rank 1 starts later and must fail,
+  // naming rank 0, rather than fold the scribbles.
+  const auto base = free_port_base(2);
+  PeerOptions options;
+  options.engine.timeout = std::chrono::milliseconds(300);
+  options.engine.remote_hold = std::chrono::seconds(30);
+  options.engine.strategy = StrategyName::star;
+  std::promise<void> leaf_done;
+  auto leaf_future = leaf_done.get_future().share();
+  on_every_peer(ClusterSpec::local(2, base), options, [&](Peer& peer) {
+    std::vector<float> x(1 << 18, 1.0f), out(1 << 18, 0.0f);
+    const auto in = BufferView::of(std::span<float>(x), DType::f32);
+    const auto o = BufferView::of(std::span<float>(out), DType::f32);
+    if (peer.rank() == 0) {
+      const Status s = peer.reduce(in, o, ReduceOp::sum, 1, "r");
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      std::fill(x.begin(), x.end(), -1.0f);
+      leaf_done.set_value();
+      // Stay until rank 1 is done: its read must fail because the lend was withdrawn, not
+      // because this process is gone.
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    } else {
+      leaf_future.wait();
+      const Status s = peer.reduce(in, o, ReduceOp::sum, 1, "r");
+      EXPECT_EQ(s.code(), ErrorCode::protocol) << s.to_string();
+      EXPECT_NE(s.message().find(fmt::format("rank 0 (127.0.0.1:{}) took back", base)),
+                std::string::npos)
+          << s.message();
+    }
+  });
+}
+
+TEST(ZeroCopy, ASenderPastItsDeadlineWritesCopiesOfWhatItStillHadQueued) {
+  // Rank 1 reaches rank 0 over TCP, so its pieces go out by writev straight from its buffer.
+  // Rank 0 is busy and reads nothing: most pieces are still queued when rank 1's deadline
+  // passes. Rank 1 then copies them and gets its buffer back; rank 0 still receives the values
+  // the buffer had when they were sent.
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster(
+      0, {},
+      {PeerID{"127.0.0.1", base}, PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)}});
+  PeerOptions options;
+  options.engine.timeout = std::chrono::seconds(1);
+  options.engine.strategy = StrategyName::star;
+  constexpr std::size_t kCount = std::size_t{6} << 20;  // 24 MiB: more than sockets buffer
+  std::promise<void> sent;
+  auto sent_future = sent.get_future().share();
+  on_every_peer(cluster, options, [&](Peer& peer) {
+    std::vector<float> x(kCount, static_cast<float>(peer.rank() + 1)), out(kCount, 0.0f);
+    const auto in = BufferView::of(std::span<float>(x), DType::f32);
+    const auto o = BufferView::of(std::span<float>(out), DType::f32);
+    if (peer.rank() == 1) {
+      const Status s = peer.reduce(in, o, ReduceOp::sum, 0, "r");
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      std::fill(x.begin(), x.end(), -100.0f);
+      sent.set_value();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      peer.post([sent_future](Engine&) { sent_future.wait(); });  // the loop reads nothing
+      const Status s = peer.reduce(in, o, ReduceOp::sum, 0, "r");
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      for (std::size_t i = 0; i < kCount; i += 65521)
+        ASSERT_EQ(out[i], 3.0f) << "at " << i;
+    }
+  });
 }
 
 // A raw TCP client that is not a KungFu peer.

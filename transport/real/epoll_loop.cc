@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cerrno>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 
@@ -128,14 +129,12 @@ void EpollLoop::arm_timer(TimePoint deadline) {
 
 bool EpollLoop::run_ready_work() {
   std::deque<Task> batch;
-  std::unique_lock lock(mu_);
-  if (stopping_) return false;
-  batch.swap(tasks_);
-  const TimePoint t = now();
-  while (auto due = timers_.pop_due(t))
-    batch.push_back(std::move(*due));
-  lock.unlock();
-  const bool ran = !batch.empty();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    batch.swap(tasks_);
+  }
+  bool ran = !batch.empty();
   for (auto& task : batch) {
     {
       std::lock_guard check(mu_);
@@ -143,6 +142,20 @@ bool EpollLoop::run_ready_work() {
     }
     task();
     task = nullptr;
+  }
+  // Due timers one at a time: a timer cancelled by the work before it (say, by the destructor
+  // of the object it belongs to) must not fire.
+  const TimePoint t = now();
+  for (;;) {
+    std::optional<Task> due;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return false;
+      due = timers_.pop_due(t);
+    }
+    if (!due) break;
+    ran = true;
+    (*due)();
   }
   return ran;
 }

@@ -2,7 +2,56 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <mutex>
+
 namespace kf {
+
+// Zero copy: one payload borrowed from a sender's buffer, read by a receiver on another loop. The
+// receiver reads under the lock; the sender withdraws it under the lock (reclaim), so a read never
+// overlaps the buffer's reuse. The loan itself is dropped on the sender's loop only.
+namespace {
+struct Lend {
+  std::mutex mu;
+  Payload payload;  // borrowed
+  bool withdrawn = false;
+};
+using Lends = std::vector<std::shared_ptr<Lend>>;  // a sender's outstanding lends, its loop only
+}  // namespace
+
+class InprocWorld::Lent final : public PayloadSource {
+ public:
+  Lent(std::shared_ptr<Lend> lend, EventLoop& sender, std::shared_ptr<Lends> lends)
+      : lend_(std::move(lend)), sender_(sender), lends_(std::move(lends)) {}
+  ~Lent() override {
+    // Read: the loan goes back on the sender's loop (a stopped loop drops it with its engine
+    // already gone).
+    sender_.post([lend = lend_, lends = lends_] {
+      std::erase(*lends, lend);
+      std::lock_guard lock(lend->mu);
+      lend->payload = Payload();
+    });
+  }
+  Lent(const Lent&) = delete;
+  Lent& operator=(const Lent&) = delete;
+
+  bool read(std::size_t offset, std::byte* into, std::size_t size) override {
+    std::lock_guard lock(lend_->mu);
+    if (lend_->withdrawn) return false;
+    std::memcpy(into, lend_->payload.data() + offset, size);
+    return true;
+  }
+  bool verify() override {
+    std::lock_guard lock(lend_->mu);
+    return !lend_->withdrawn;
+  }
+  std::string error() const override { return "the sender took back the payload it lent"; }
+
+ private:
+  std::shared_ptr<Lend> lend_;
+  EventLoop& sender_;
+  std::shared_ptr<Lends> lends_;
+};
 
 // The transport of one peer: hands each message to the destination's loop. Posting preserves
 // FIFO per (source, destination) because one loop's queue is FIFO.
@@ -12,7 +61,27 @@ class InprocWorld::Link final : public Transport {
 
   void set_handlers(Handlers handlers) override { handlers_ = std::move(handlers); }
   void send(int destination, Message message) override {
+    if (message.payload.is_borrowed()) {
+      auto lend = std::make_shared<Lend>();
+      const std::size_t size = message.payload.size();
+      lend->payload = std::move(message.payload);
+      lends_->push_back(lend);
+      message.payload = Payload::remote(
+          size, std::make_shared<Lent>(std::move(lend), world_.loop(rank_), lends_));
+    }
     world_.deliver(rank_, destination, std::move(message));
+  }
+  std::size_t min_borrowed_bytes() const override {
+    return world_.options_.zero_copy ? 1 : Transport::min_borrowed_bytes();
+  }
+  void reclaim(const void* lender) override {
+    std::erase_if(*lends_, [lender](const std::shared_ptr<Lend>& lend) {
+      std::lock_guard lock(lend->mu);
+      if (lend->payload.lender() != lender) return false;
+      lend->withdrawn = true;
+      lend->payload = Payload();
+      return true;
+    });
   }
   const Handlers& handlers() const { return handlers_; }
 
@@ -20,12 +89,14 @@ class InprocWorld::Link final : public Transport {
   InprocWorld& world_;
   int rank_;
   Handlers handlers_;  // set and read on this peer's loop only
+  std::shared_ptr<Lends> lends_ = std::make_shared<Lends>();
 };
 
-InprocWorld::InprocWorld(int n, EngineOptions options)
-    : InprocWorld(ClusterSpec::local(n), options) {}
+InprocWorld::InprocWorld(int n, EngineOptions options, InprocOptions world)
+    : InprocWorld(ClusterSpec::local(n), options, world) {}
 
-InprocWorld::InprocWorld(ClusterSpec cluster, EngineOptions options) {
+InprocWorld::InprocWorld(ClusterSpec cluster, EngineOptions options, InprocOptions world)
+    : options_(world) {
   const int n = cluster.size();
   peers_.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -84,9 +155,10 @@ void InprocWorld::deliver(int source, int destination, Message message) {
   Peer& p = *peers_[static_cast<std::size_t>(destination)];
   if (!p.alive.load()) return;  // a dead peer's socket: the bytes go nowhere
   p.loop->post([&p, source, m = std::move(message)]() mutable {
-    if (const auto& on_message = p.transport->handlers().on_message) {
-      on_message(source, std::move(m));
-    }
+    const auto& handlers = p.transport->handlers();
+    if (!handlers.on_message) return;
+    if (!handlers.remote_payloads && !m.payload.materialize()) return;
+    handlers.on_message(source, std::move(m));
   });
 }
 

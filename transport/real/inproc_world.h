@@ -14,10 +14,17 @@
 
 namespace kf {
 
+struct InprocOptions {
+  // Zero copy as between processes on one host: payloads are borrowed from the sender's buffers
+  // and handed over as remote payloads that the receiver reads straight from there, and the
+  // sender's operation waits until they are read. Exercises the runtime's loans everywhere.
+  bool zero_copy = false;
+};
+
 class InprocWorld {
  public:
-  explicit InprocWorld(int n, EngineOptions options = {});
-  InprocWorld(ClusterSpec cluster, EngineOptions options = {});
+  explicit InprocWorld(int n, EngineOptions options = {}, InprocOptions world = {});
+  InprocWorld(ClusterSpec cluster, EngineOptions options = {}, InprocOptions world = {});
   ~InprocWorld();
   InprocWorld(const InprocWorld&) = delete;
   InprocWorld& operator=(const InprocWorld&) = delete;
@@ -42,6 +49,7 @@ class InprocWorld {
 
  private:
   class Link;
+  class Lent;
   struct Peer {
     std::unique_ptr<EventLoop> loop;
     std::unique_ptr<Link> transport;
@@ -51,6 +59,7 @@ class InprocWorld {
 
   void deliver(int source, int destination, Message message);
 
+  InprocOptions options_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::atomic<std::uint64_t> messages_sent_{0};
 };

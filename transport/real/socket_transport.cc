@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <limits>
+#include <mutex>
 #include <system_error>
 
 #include "transport/real/handshake.h"
@@ -23,6 +25,42 @@ constexpr std::size_t kReadBudget = 16u << 20;  // per readiness event, so one p
 constexpr int kMaxIov = 64;
 constexpr Duration kFirstBackoff = std::chrono::milliseconds(5);
 constexpr Duration kMaxBackoff = std::chrono::seconds(1);
+
+// Lend slots: one per payload lent out, in memory that is never freed (a receiver may read a
+// slot long after its lend ended, and must then find it cleared, never unmapped). Shared by every
+// transport of the process; ids are never reused.
+class LendSlots {
+ public:
+  static LendSlots& instance() {
+    static auto* slots = new LendSlots;  // never destroyed: peers may read slots until we exit
+    return *slots;
+  }
+  // A free slot, now holding a fresh id (returned in *id).
+  std::atomic<std::uint64_t>* take(std::uint64_t* id) {
+    std::lock_guard lock(mu_);
+    *id = ++last_id_;
+    std::atomic<std::uint64_t>* slot;
+    if (free_.empty()) {
+      slot = &slots_.emplace_back(0);
+    } else {
+      slot = free_.back();
+      free_.pop_back();
+    }
+    slot->store(*id, std::memory_order_seq_cst);
+    return slot;
+  }
+  void release(std::atomic<std::uint64_t>* slot) {
+    slot->store(0, std::memory_order_seq_cst);  // before the owner may change the bytes
+    std::lock_guard lock(mu_);
+    free_.push_back(slot);
+  }
+
+ private:
+  std::mutex mu_;
+  std::uint64_t last_id_ = 0;
+  std::deque<std::atomic<std::uint64_t>> slots_;  // a deque never moves its elements
+  std::vector<std::atomic<std::uint64_t>*> free_;
+};
 
 // Writes a whole handshake message. They are tiny and go first on a fresh socket, so the
 // kernel's buffer always takes them at once; anything less is treated as a broken connection.
@@ -63,6 +101,89 @@ struct SocketTransport::Conn {
   bool lend = false;   // outbound: the acceptor copies large payloads out of our memory
   pid_t peer_pid = 0;  // inbound Unix socket: the connector's process, to copy from
   wire::FrameDecoder decoder;
+};
+
+void SocketTransport::SlotRelease::operator()(std::atomic<std::uint64_t>* slot) const {
+  LendSlots::instance().release(slot);
+}
+
+// A payload a same-host peer lent us, read from its memory on demand. Dropping it acks the lend.
+class SocketTransport::LentSource final : public PayloadSource {
+ public:
+  LentSource(SocketTransport& transport, const Conn& c, const wire::Lent& lent)
+      : transport_(transport),
+        alive_(transport.alive_),
+        conn_(c.id),
+        peer_(c.peer),
+        pid_(c.peer_pid),
+        who_(fmt::format("rank {} ({})", c.peer, transport.cluster_.worker(c.peer).to_string())),
+        lent_(lent) {}
+  ~LentSource() override {
+    if (*alive_) transport_.send_ack(peer_, lent_.id);
+  }
+  LentSource(const LentSource&) = delete;
+  LentSource& operator=(const LentSource&) = delete;
+
+  bool read(std::size_t offset, std::byte* into, std::size_t size) override {
+    for (std::size_t done = 0; done < size;) {
+      iovec local{into + done, size - done};
+      iovec remote{reinterpret_cast<void*>(lent_.address + offset + done), size - done};
+      const ssize_t n = pid_ > 0 ? ::process_vm_readv(pid_, &local, 1, &remote, 1, 0) : -1;
+      if (n <= 0) {
+        const int err = pid_ > 0 ? errno : EPERM;
+        if (!verify()) return false;  // withdrawn, or gone: that says more than this error
+        broken(net::errno_text(err));
+        return false;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  bool verify() override {
+    // The payload's reads come first. (TSan cannot model fences; it never sees these reads
+    // anyway: the kernel makes them.)
+#if defined(__SANITIZE_THREAD__)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#else
+    std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+    std::uint64_t now = 0;
+    iovec local{&now, sizeof now};
+    iovec remote{reinterpret_cast<void*>(lent_.slot), sizeof now};
+    const ssize_t n = pid_ > 0 ? ::process_vm_readv(pid_, &local, 1, &remote, 1, 0) : -1;
+    if (n != static_cast<ssize_t>(sizeof now)) {
+      broken(net::errno_text(pid_ > 0 ? errno : EPERM));
+      return false;
+    }
+    if (now != lent_.id) {
+      error_ = fmt::format("{} took back the payload it lent (its operation ended first)", who_);
+      return false;
+    }
+    return true;
+  }
+
+  std::string error() const override { return error_; }
+
+ private:
+  // The peer's memory cannot be read (it died, or broke the protocol): the connection goes too,
+  // so every pending operation learns that the peer is lost. Posted: we are inside a reader.
+  void broken(const std::string& why) {
+    error_ = fmt::format("cannot copy a lent payload from {}: {}", who_, why);
+    if (!*alive_) return;
+    transport_.loop_.post([t = &transport_, alive = alive_, conn = conn_, error = error_] {
+      if (*alive) t->close(conn, error);
+    });
+  }
+
+  SocketTransport& transport_;
+  std::shared_ptr<bool> alive_;
+  ConnId conn_;
+  int peer_;
+  pid_t pid_;
+  std::string who_;  // "rank 2 (127.0.0.1:10002)"
+  wire::Lent lent_;
+  std::string error_;
 };
 
 SocketTransport::SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank,
@@ -521,28 +642,20 @@ void SocketTransport::read_frames(Conn& first) {
 
 bool SocketTransport::borrow(Conn& c, std::vector<Message>& messages) {
   for (const auto& ref : c.decoder.take_lent()) {
-    Payload& p = messages[ref.index].payload;
-    std::size_t done = 0;
-    while (done < p.size()) {
-      iovec local{p.data() + done, p.size() - done};
-      iovec remote{reinterpret_cast<void*>(ref.lent.address + done), p.size() - done};
-      const ssize_t n =
-          c.peer_pid > 0 ? ::process_vm_readv(c.peer_pid, &local, 1, &remote, 1, 0) : -1;
-      if (n <= 0) {
-        const int err = c.peer_pid > 0 ? errno : EPERM;
-        close(c.id, fmt::format("cannot copy a lent payload from {}: {}", c.address,
-                                net::errno_text(err)));
-        return false;
-      }
-      done += static_cast<std::size_t>(n);
-    }
     ++stats_.borrowed;
-    send_ack(c.peer, ref.lent.id);
+    Payload& p = messages[ref.index].payload;
+    p = Payload::remote(ref.size, std::make_shared<LentSource>(*this, c, ref.lent));
+    if (handlers_.remote_payloads) continue;  // read where it is used
+    if (!p.materialize()) {
+      close(c.id, p.error());
+      return false;
+    }
   }
   return true;
 }
 
 void SocketTransport::send_ack(int rank, std::uint64_t id) {
+  if (lost_[static_cast<std::size_t>(rank)] || shutting_down_) return;
   const auto it = conns_.find(outbound_[static_cast<std::size_t>(rank)]);
   if (it == conns_.end() || it->second->phase != Conn::Phase::established) {
     pending_acks_[static_cast<std::size_t>(rank)].push_back(id);
@@ -556,10 +669,13 @@ void SocketTransport::send_ack(int rank, std::uint64_t id) {
 void SocketTransport::enqueue(Conn& c, Message message) {
   if (c.lend && !message.payload.is_phantom() &&
       message.payload.size() >= options_.lend_min_bytes) {
-    const std::uint64_t id = ++lend_serial_;
-    const wire::Lent lent{reinterpret_cast<std::uintptr_t>(message.payload.data()), id};
+    std::uint64_t id = 0;
+    std::atomic<std::uint64_t>* slot = LendSlots::instance().take(&id);
+    const wire::Lent lent{reinterpret_cast<std::uintptr_t>(message.payload.data()), id,
+                          reinterpret_cast<std::uintptr_t>(slot)};
     auto prefix = wire::encode_lent_prefix(message, lent);
-    lent_.emplace(id, LentPayload{c.peer, std::move(message.payload)});  // the bytes do not move
+    lent_.emplace(id, LentPayload{c.peer, std::move(message.payload),  // the bytes do not move
+                                  std::unique_ptr<std::atomic<std::uint64_t>, SlotRelease>(slot)});
     ++stats_.lent;
     c.out.push_back({std::move(prefix), Message{}});
     return;
@@ -580,11 +696,32 @@ void SocketTransport::deliver(int peer, std::vector<Message>& messages) {
 
 // ---- writing ----
 
+std::size_t SocketTransport::min_borrowed_bytes() const {
+  return options_.borrow_min_bytes == 0 ? std::numeric_limits<std::size_t>::max()
+                                        : options_.borrow_min_bytes;
+}
+
+void SocketTransport::reclaim(const void* lender) {
+  if (lender == nullptr) return;
+  const auto own = [lender](Message& m) {
+    if (m.payload.lender() == lender) m.payload.own();  // same bytes: a partial write goes on
+  };
+  for (auto& [id, c] : conns_)
+    for (auto& item : c->out)
+      own(item.message);
+  for (auto& queue : waiting_)
+    for (auto& m : queue)
+      own(m);
+  // Withdrawn: the slot is cleared, so a peer reading them later fails that message.
+  std::erase_if(lent_, [lender](const auto& kv) { return kv.second.payload.lender() == lender; });
+}
+
 void SocketTransport::send(int destination, Message message) {
   if (destination < 0 || destination >= cluster_.size()) return;
   const auto d = static_cast<std::size_t>(destination);
   if (shutting_down_ || lost_[d]) return;  // the engine has been told
   if (destination == rank_) {
+    message.payload.own();  // reclaim() cannot reach it in the loop's queue
     loop_.post([this, alive = alive_, m = std::move(message)]() mutable {
       if (*alive && handlers_.on_message) handlers_.on_message(rank_, std::move(m));
     });

@@ -5,12 +5,20 @@
 // straight from the Message, never concatenated); reads parse frames incrementally and receive
 // large payloads directly into the Message's buffer. Everything runs on the peer's EpollLoop.
 //
+// Zero copy: large payloads may be borrowed (the engine's buffers, written from where they are).
+// Between same-host processes, large payloads are lent: only their address travels, and the
+// receiver reads them with process_vm_readv when it uses them (an engine folds them straight from
+// the sender's memory), then acks. Every lend has a slot in memory that is never freed; the
+// sender clears it before the bytes may change (ack, withdrawal, loss), and the receiver trusts
+// what it read only if the slot still held the lend's id afterwards.
+//
 // Connecting peers prove themselves with a handshake (cluster version, ranks, and mutual
 // HMAC-SHA256 when a secret is set); anything that fails it is refused, logged, and never
 // delivers a message. A connection to a known peer that breaks without an orderly "bye" turns
 // into on_peer_lost for that peer, reported once.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -38,6 +46,9 @@ struct SocketTransportOptions {
   // handshake) pass payloads of at least lend_min_bytes by reference: one copy instead of two.
   bool lend_payloads = true;
   std::size_t lend_min_bytes = 64u << 10;
+  // Payloads of at least this many bytes are sent from the engine's buffers without a copy
+  // (written or lent from there); 0: always copy.
+  std::size_t borrow_min_bytes = 64u << 10;
   std::function<void(const std::string&)> log;  // default: stderr, prefixed "[kf] "
 };
 
@@ -62,6 +73,8 @@ class SocketTransport final : public Transport {
   void start();
   void set_handlers(Handlers handlers) override;
   void send(int destination, Message message) override;
+  std::size_t min_borrowed_bytes() const override;
+  void reclaim(const void* lender) override;
 
   // Orderly close: a bye on every connection, the queues flushed, then `done` runs once every
   // peer has closed its side or `limit` has passed. Nothing is delivered afterwards.
@@ -75,6 +88,7 @@ class SocketTransport final : public Transport {
 
  private:
   struct Conn;
+  class LentSource;
   using ConnId = std::uint64_t;
 
   void on_accept(const Fd& listener);
@@ -93,7 +107,9 @@ class SocketTransport final : public Transport {
   void enqueue_bye(Conn& c);
   void enqueue(Conn& c, Message message);  // lends the payload when the connection allows
   void send_ack(int rank, std::uint64_t id);
-  bool borrow(Conn& c, std::vector<Message>& messages);  // copies lent payloads; false: closed
+  // Turns lent frames into remote payloads (copied in unless the handler reads them itself);
+  // false: the connection was closed.
+  bool borrow(Conn& c, std::vector<Message>& messages);
   // Closes the connection; `why` non-empty and the peer known and not departed -> peer lost.
   void close(ConnId id, const std::string& why);
   void refuse(ConnId id, const std::string& why);
@@ -120,12 +136,16 @@ class SocketTransport final : public Transport {
   std::vector<std::string> last_refusal_;  // why the peer last turned us away, for the final error
   std::vector<bool> lost_;
   std::vector<bool> departed_;  // said bye: its connections closing is no loss
+  struct SlotRelease {
+    void operator()(std::atomic<std::uint64_t>* slot) const;
+  };
   struct LentPayload {
     int rank;
     Payload payload;  // its bytes stay put while the receiver copies them
+    // Members go in reverse: the slot is cleared before the payload is let go.
+    std::unique_ptr<std::atomic<std::uint64_t>, SlotRelease> slot;
   };
   std::map<std::uint64_t, LentPayload> lent_;
-  std::uint64_t lend_serial_ = 0;
   std::vector<std::vector<std::uint64_t>> pending_acks_;  // by rank, until connected
   bool started_ = false;
   bool shutting_down_ = false;

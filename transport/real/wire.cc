@@ -56,6 +56,7 @@ std::vector<std::byte> encode_lent_prefix(const Message& m, Lent lent) {
   out.resize(at + kLentBytes);
   put<std::uint64_t>(out.data() + at, lent.address);
   put<std::uint64_t>(out.data() + at + 8, lent.id);
+  put<std::uint64_t>(out.data() + at + 16, lent.slot);
   return out;
 }
 
@@ -125,6 +126,8 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
   payload_fill_ = 0;
   if ((bits & kBitPhantom) != 0) {
     current_.payload = Payload::phantom(static_cast<std::size_t>(payload_len));
+  } else if (lent_frame_) {
+    lent_size_ = static_cast<std::size_t>(payload_len);  // the bytes stay with the sender
   } else {
     current_.payload.bytes().resize(static_cast<std::size_t>(payload_len));
   }
@@ -176,8 +179,11 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
         lent_fill_ += n;
         bytes = bytes.subspan(n);
         if (lent_fill_ == kLentBytes) {
-          lent_.push_back({out.size(), Lent{get<std::uint64_t>(lent_buf_.data()),
-                                            get<std::uint64_t>(lent_buf_.data() + 8)}});
+          lent_.push_back(
+              {out.size(),
+               Lent{get<std::uint64_t>(lent_buf_.data()), get<std::uint64_t>(lent_buf_.data() + 8),
+                    get<std::uint64_t>(lent_buf_.data() + 16)},
+               lent_size_});
           finish_message(out);  // the payload is filled by the caller, from the sender's memory
         }
         break;

@@ -27,19 +27,22 @@ inline constexpr std::uint8_t kFrameBye = 0xFF;
 inline constexpr std::uint8_t kFrameAck = 0xFE;
 // Transport-level frame bits.
 inline constexpr std::uint8_t kBitPhantom = 1u << 0;  // payload_len bytes are implied, not sent
-// The payload stays in the sender's memory: 16 bytes follow the name (u64 address, u64 lend id)
-// and the receiver copies it across processes (same host only), then acks the id.
+// The payload stays in the sender's memory: 24 bytes follow the name (u64 address, u64 lend id,
+// u64 address of the lend's slot) and the receiver copies it across processes (same host only),
+// trusting the copy only if the slot still holds the id afterwards; then it acks the id.
 inline constexpr std::uint8_t kBitLent = 1u << 1;
-inline constexpr std::size_t kLentBytes = 16;
+inline constexpr std::size_t kLentBytes = 24;
 
 struct Lent {
   std::uint64_t address = 0;
   std::uint64_t id = 0;
+  std::uint64_t slot = 0;
 };
-// A lent message the decoder produced: its payload is allocated but not filled yet.
+// A lent message the decoder produced: its payload is left empty for the reader to fill.
 struct LentRef {
   std::size_t index;  // into the decoder's output vector
   Lent lent;
+  std::size_t size;  // of the payload
 };
 
 // Header of `message` followed by its name: what goes before the payload on the wire.
@@ -93,6 +96,7 @@ class FrameDecoder {
   bool lent_frame_ = false;
   std::array<std::byte, kLentBytes> lent_buf_{};
   std::size_t lent_fill_ = 0;
+  std::size_t lent_size_ = 0;
   std::vector<LentRef> lent_;
   std::vector<std::uint64_t> acks_;
 };
