@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "bench/kfbench_run.h"
+#include "transport/gpu/gpu.h"
 #include "transport/real/flags.h"
 #include "transport/real/peer.h"
 
@@ -39,6 +40,11 @@ int main(int argc, char** argv) {
   int huge_pages = 1;
   app.add_option("--hugepages", huge_pages,
                  "buffers of 2 MiB or more on transparent huge pages (0/1)");
+  std::string device = "host";
+  app.add_option("--device", device,
+                 "host or cuda: buffers in device memory (GPU = LOCAL_RANK % devices); with "
+                 "cuda, -strategy is NCCL (default), NCCL_HIERARCHICAL, STAGED or STAGED:<S>")
+      ->check(CLI::IsMember({"host", "cuda"}));
   auto args = kf::go_style_args(argc, argv, {"json"}, false);
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
@@ -49,7 +55,15 @@ int main(int argc, char** argv) {
     kf::PeerOptions options;
     options.engine.timeout = std::chrono::seconds(120);
     if (!chunk_text.empty()) options.engine.chunk_bytes = kf::parse_size(chunk_text);
-    if (!strategy.empty()) {
+    if (device == "cuda") {
+      // Fail before waiting for peers: no GPU, or no CUDA in this build.
+      if (const auto why = kf::gpu_unavailable())
+        throw std::runtime_error("--device cuda: " + *why);
+      if (!strategy.empty() && !kf::parse_device_strategy(strategy)) {
+        throw std::invalid_argument("-strategy " + strategy + ": unknown device strategy; known: " +
+                                    kf::device_strategy_names());
+      }
+    } else if (!strategy.empty()) {
       const auto s = kf::parse_strategy_name(strategy);
       if (!s) throw std::invalid_argument("-strategy " + strategy + ": unknown");
       setenv("KUNGFU_ALLREDUCE_STRATEGY", strategy.c_str(), 1);  // from_env reads it
@@ -71,6 +85,8 @@ int main(int argc, char** argv) {
     b.root = root;
     b.json = json;
     b.huge_pages = huge_pages != 0;
+    b.device = device;
+    if (device == "cuda") b.device_strategy = strategy.empty() ? "NCCL" : strategy;
     const auto dtype = kf::bench::parse_bench_dtype(dtype_text);
     if (!dtype) throw std::invalid_argument("-d " + dtype_text + ": unknown dtype");
     b.dtype = *dtype;

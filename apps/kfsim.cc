@@ -1,21 +1,31 @@
 // kfsim: run a scenario file in the simulated world and write its records.
 //
-//   kfsim FILE [--out DIR] [--seed N] [--set key.path=value ...] [--quiet]
+//   kfsim FILE [--out DIR] [--seed N] [--set key.path=value ...] [--quiet] [--plot]
+//   kfsim FILE --world flow          the flow-level world instead of the file's `world:`
+//   kfsim FILE --compare ns3,flow    run both, report per-step time differences (OUT/compare.csv)
 //
+// A file with `sweep:` runs once per value (OUT/KEY=VALUE/, OUT/sweep.csv); one with `variants:`
+// runs each named arm (OUT/NAME/) and compares them (OUT/summary.json, OUT/variants.csv).
 // Exit codes: 0 done, 1 the run failed, 2 a bad scenario file or flag.
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
+#include "transport/sim/compare.h"
 #include "transport/sim/scenario.h"
 #include "transport/sim/simulation.h"
+#include "transport/sim/variants.h"
 
 namespace {
 
@@ -134,6 +144,122 @@ void write_sweep(const std::string& out, const kf::Sweep& sweep,
   if (!quiet) fmt::print("\n  sweep: {}\n", path);
 }
 
+// --compare: the scenario (each variant of a sweep) in every world, per-step times side by side.
+int run_compare(const std::string& file, const std::vector<std::string>& overrides,
+                const kf::Scenario& scenario, const std::vector<std::string>& worlds,
+                const std::string& out, bool quiet) {
+  std::vector<std::pair<std::string, kf::Scenario>> variants;
+  if (!scenario.sweep) {
+    variants.emplace_back("", scenario);
+  } else {
+    for (const auto& value : scenario.sweep->values) {
+      auto o = overrides;
+      o.push_back(scenario.sweep->key + "=" + value);
+      kf::Scenario v = kf::load_scenario(file, o);
+      v.sweep.reset();
+      std::string dir = scenario.sweep->key + "=" + value;
+      std::replace(dir.begin(), dir.end(), '/', '_');
+      variants.emplace_back(dir, std::move(v));
+    }
+  }
+  std::ofstream table;
+  if (scenario.sweep) {
+    std::filesystem::create_directories(out);
+    table.open(out + "/compare.csv", std::ios::trunc);
+    if (!table) throw std::runtime_error("cannot write " + out + "/compare.csv");
+    table << "variant,world,mean_step_s,mean_abs_pct,max_abs_pct,mean_step_pct\n";
+  }
+  int worst = 0;
+  for (const auto& [dir, variant] : variants) {
+    const std::string where = dir.empty() ? out : out + "/" + dir;
+    const kf::Comparison c = kf::compare_worlds(variant, worlds, where);
+    if (!quiet) fmt::print("\n{}{}\n", variant.name, dir.empty() ? "" : " (" + dir + ")");
+    for (std::size_t i = 0; i < c.runs.size(); ++i) {
+      const auto& r = c.runs[i];
+      double mean = 0;
+      for (double s : r.step_seconds)
+        mean += s;
+      mean = r.step_seconds.empty() ? 0 : mean / static_cast<double>(r.step_seconds.size());
+      if (!r.summary["errors"].empty()) worst = 1;
+      if (!quiet) {
+        fmt::print("  {:<6} steps {:>4}  mean step {:>9.4f} s  wall {:>8.2f} s", r.world,
+                   r.step_seconds.size(), mean, r.wall_seconds);
+        if (i > 0) {
+          fmt::print("  per-step |diff| mean {:.2f}% max {:.2f}%  mean step {:+.2f}%  {:.0f}x "
+                     "faster",
+                     c.mean_abs_pct[i - 1], c.max_abs_pct[i - 1], c.mean_step_pct[i - 1],
+                     c.speedup[i - 1]);
+        }
+        fmt::print("\n");
+      }
+      if (table.is_open()) {
+        table << fmt::format("{},{},{:.9f},{},{},{}\n", dir, r.world, mean,
+                             i > 0 ? fmt::format("{:.3f}", c.mean_abs_pct[i - 1]) : "",
+                             i > 0 ? fmt::format("{:.3f}", c.max_abs_pct[i - 1]) : "",
+                             i > 0 ? fmt::format("{:.3f}", c.mean_step_pct[i - 1]) : "");
+      }
+    }
+    if (!quiet) fmt::print("  per-step times: {}/compare.csv\n", where);
+  }
+  return worst;
+}
+
+// `variants:`: each named arm into OUT/NAME/, then OUT/summary.json and OUT/variants.csv
+// comparing them (time to target accuracy, which arm got there first).
+int run_variants(const kf::Scenario& scenario, const std::string& out, bool quiet) {
+  std::vector<kf::VariantRun> runs;
+  int worst = 0;
+  for (const auto& v : scenario.variants) {
+    if (!quiet) {
+      std::string set;
+      for (const auto& o : v.overrides)
+        set += (set.empty() ? "" : ", ") + o;
+      fmt::print("\n== {}{}\n", v.name, set.empty() ? "" : " (" + set + ")");
+    }
+    nlohmann::json summary;
+    worst = std::max(worst, run_one(*v.scenario, out + "/" + v.name, quiet, &summary));
+    runs.push_back({v.name, v.overrides, std::move(summary)});
+  }
+  const nlohmann::json comparison = kf::compare_variants(scenario, runs);
+  kf::write_variants(out, comparison);
+  if (!quiet)
+    fmt::print("{}  records: {}/{{summary.json, variants.csv}}\n", kf::variants_table(comparison),
+               out);
+  return worst;
+}
+
+// --plot: analysis/plot.py over the records just written (PNG + PDF beside them). The script is
+// found above the executable (build/<dir>/apps/kfsim -> analysis/plot.py) or in $KF_ANALYSIS_DIR.
+int plot_records(const std::string& out, int code, bool quiet) {
+  namespace fs = std::filesystem;
+  fs::path script;
+  if (const char* dir = std::getenv("KF_ANALYSIS_DIR")) script = fs::path(dir) / "plot.py";
+  std::error_code ec;
+  for (fs::path p = fs::read_symlink("/proc/self/exe", ec).parent_path();
+       script.empty() && !ec && p.has_relative_path(); p = p.parent_path()) {
+    if (fs::exists(p / "analysis" / "plot.py")) script = p / "analysis" / "plot.py";
+  }
+  if (script.empty() || !fs::exists(script)) {
+    fmt::print(stderr, "kfsim --plot: cannot find analysis/plot.py (set KF_ANALYSIS_DIR)\n");
+    return std::max(code, 1);
+  }
+  const std::string python = "/usr/bin/python3", path = script.string();
+  std::vector<char*> argv{const_cast<char*>(python.c_str()), const_cast<char*>(path.c_str()),
+                          const_cast<char*>("-q"), const_cast<char*>(out.c_str()), nullptr};
+  pid_t pid = 0;
+  int status = 0;
+  if (posix_spawn(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0 ||
+      waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fmt::print(stderr,
+               "kfsim --plot: {} {} {} failed; it needs {} with python3-matplotlib and "
+               "python3-numpy (./kf setup installs them)\n",
+               python, path, out, python);
+    return std::max(code, 1);
+  }
+  if (!quiet) fmt::print("  plots: {}/*.png, *.pdf\n", out);
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,6 +274,15 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "override the scenario's seed");
   app.add_option("--set", overrides, "override a key, e.g. --set steps=20 (repeatable)");
   app.add_flag("-q,--quiet", quiet, "no progress bar and no summary table");
+  bool plot = false;
+  app.add_flag("--plot", plot, "then plot the records (analysis/plot.py: PNG + PDF beside them)");
+  std::string world;
+  std::vector<std::string> compare;
+  app.add_option("--world", world, "the simulated world: ns3 (packet level) or flow (fluid)");
+  app.add_option("--compare", compare,
+                 "run in each world (e.g. ns3,flow) and compare per-step times with the first")
+      ->delimiter(',')
+      ->excludes("--world");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -158,15 +293,29 @@ int main(int argc, char** argv) {
   kf::Scenario scenario;
   try {
     if (seed) overrides.push_back(fmt::format("seed={}", *seed));
+    if (!world.empty()) overrides.push_back("world=" + world);
+    // Every world named must be one the scenario may name.
+    for (const auto& w : compare) {
+      auto o = overrides;
+      o.push_back("world=" + w);
+      kf::load_scenario(file, o);
+    }
     scenario = kf::load_scenario(file, overrides);
   } catch (const kf::ScenarioError& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 2;
   }
   if (out.empty()) out = "out/" + scenario.name;
+  if (!compare.empty() && !scenario.variants.empty()) {
+    fmt::print(stderr, "kfsim: --compare runs one scenario or a sweep, not variants\n");
+    return 2;
+  }
 
   try {
-    if (!scenario.sweep) return run_one(scenario, out, quiet);
+    const auto done = [&](int code) { return plot ? plot_records(out, code, quiet) : code; };
+    if (!compare.empty()) return done(run_compare(file, overrides, scenario, compare, out, quiet));
+    if (!scenario.variants.empty()) return done(run_variants(scenario, out, quiet));
+    if (!scenario.sweep) return done(run_one(scenario, out, quiet));
     // One run per swept value, each in its own directory, and one table for all of them.
     const kf::Sweep& sweep = *scenario.sweep;
     std::vector<std::pair<std::string, nlohmann::json>> results;
@@ -184,7 +333,7 @@ int main(int argc, char** argv) {
       results.emplace_back(value, std::move(summary));
     }
     write_sweep(out, sweep, results, quiet);
-    return worst;
+    return done(worst);
   } catch (const kf::ScenarioError& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 2;

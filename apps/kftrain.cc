@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "policies/registry.h"
+#include "transport/gpu/gpu_program.h"
 #include "transport/real/epoll_loop.h"
 #include "transport/real/flags.h"
 #include "transport/real/local_compute.h"
@@ -86,7 +87,18 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "data, initial model and peer choices");
   app.add_option("--out", out, "write records into OUT/<ip>.<port>/");
   app.add_flag("--q", quiet, "no per-step lines");
-  auto args = kf::go_style_args(argc, argv, {"verify", "q"}, false);
+  // GPU (issue 8): real GPU compute and device-buffer allreduce.
+  bool use_gpu = false, gpu_tf32 = false;
+  std::string gpu_strategy = "NCCL";
+  double gpu_flops_scale = 1.0;
+  app.add_flag("--gpu", use_gpu,
+               "real GPU work: cuBLAS SGEMMs sized to the model's FLOPs x batch, gradients of the "
+               "model's tensor sizes in device memory, allreduced by -gpu-strategy (GPU = "
+               "LOCAL_RANK % devices)");
+  app.add_option("--gpu-strategy", gpu_strategy, "NCCL, NCCL_HIERARCHICAL, STAGED or STAGED:<S>");
+  app.add_flag("--gpu-tf32", gpu_tf32, "let cuBLAS use TF32 tensor cores");
+  app.add_option("--gpu-flops-scale", gpu_flops_scale, "scale the GEMM work per step");
+  auto args = kf::go_style_args(argc, argv, {"verify", "q", "gpu", "gpu-tf32"}, false);
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
@@ -127,6 +139,29 @@ int main(int argc, char** argv) {
         .joining = env_or("KUNGFU_JOINING") == "1",
         .verify = verify};
     if (config.strategy) options.engine.strategy = *config.strategy;
+    if (use_gpu) {
+      if (!numeric.empty()) throw std::invalid_argument("-gpu and -numeric do not go together");
+      if (const auto why = kf::gpu_unavailable()) throw std::runtime_error("-gpu: " + *why);
+      const auto device_strategy = kf::parse_device_strategy(gpu_strategy);
+      if (!device_strategy) {
+        throw std::invalid_argument("-gpu-strategy " + gpu_strategy + ": unknown; known: " +
+                                    kf::device_strategy_names());
+      }
+      kf::GpuProgramOptions g{
+          .model = &model,
+          .fusion_bytes = fusion,
+          .verify = verify,
+          .gpu = {.device = kf::gpu_default_device(config.cluster.local_rank(config.rank)),
+                  .strategy = *device_strategy,
+                  .timeout = options.engine.timeout},
+          .tf32 = gpu_tf32,
+          .flops_scale = gpu_flops_scale};
+      // The GEMMs take what they take: no profiled time on top (unless -compute-ms says so).
+      if (compute_ms < 0) options.compute_per_sample = std::chrono::nanoseconds(0);
+      options.program = [g](int rank, int size) {
+        return kf::make_gpu_gradient_program(g, rank, size);
+      };
+    }
     if (!numeric.empty()) {
       mixture.seed = seed;
       auto [train, test] = kf::load_dataset(dataset, data_dir, mixture);

@@ -318,7 +318,23 @@ std::string bench_dtype_name(DType t) {
   }
 }
 
+void fill_bench_input(std::byte* data, std::size_t count, DType t, int rank, ReduceOp op) {
+  const std::size_t elem = dtype_size(t);
+  for (std::size_t i = 0; i < count; ++i)
+    store(data + i * elem, t, value(rank, i, op));
+}
+
+std::uint64_t count_wrong_allreduce(const std::byte* data, std::size_t count, DType t, ReduceOp op,
+                                    int n) {
+  const std::size_t elem = dtype_size(t);
+  std::uint64_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    wrong += close_enough(load(data + i * elem, t), reduced(n, i, op, t), t, op) ? 0 : 1;
+  return wrong;
+}
+
 int run_collective_bench(Peer& peer, const CollectiveBench& b, std::ostream& out) {
+  if (b.device != "host") return run_device_collective_bench(peer, b, out);
   Runner runner(peer, b);
   std::vector<Row> rows;
   const bool report = peer.rank() == 0;

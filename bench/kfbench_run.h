@@ -27,10 +27,24 @@ struct CollectiveBench {
   bool json = false;
   bool huge_pages = true;      // buffers on transparent huge pages (HostBuffer in kfbench_run.cc)
   std::string strategy_label;  // for the report
+  // --device cuda (issue 8): buffers in device memory, allreduce by a device strategy (NCCL,
+  // NCCL_HIERARCHICAL, STAGED[:S]; runtime/device_collectives.h), run by kfbench_device.cc.
+  std::string device = "host";
+  std::string device_strategy = "NCCL";
 };
 
 // Returns 0, or 1 when a check found wrong elements or an operation failed.
 int run_collective_bench(Peer& peer, const CollectiveBench& bench, std::ostream& out);
+
+// --device cuda: the same table for device buffers (GPU = LOCAL_RANK % device count). Throws
+// std::runtime_error("no CUDA device: ...") when there is no usable GPU.
+int run_device_collective_bench(Peer& peer, const CollectiveBench& bench, std::ostream& out);
+
+// The benchmark's input pattern and its check, shared with kfbench_device.cc: rank `rank`'s
+// input, and the number of elements of an allreduce result over n ranks that are wrong.
+void fill_bench_input(std::byte* data, std::size_t count, DType t, int rank, ReduceOp op);
+std::uint64_t count_wrong_allreduce(const std::byte* data, std::size_t count, DType t, ReduceOp op,
+                                    int n);
 
 // Raw single-stream TCP from rank 1 to rank 0 over the workers' own addresses: the ceiling the
 // collective figures are compared with.

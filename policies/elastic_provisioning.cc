@@ -13,9 +13,14 @@ ElasticProvisioning::ElasticProvisioning(ElasticProvisioningOptions options) : o
   if (options_.threshold < 0) throw std::invalid_argument("elastic_provisioning: threshold must be >= 0");
 }
 
+// Each worker's samples over its whole step cycle (wall-clock time since its previous step ended,
+// the policy round and whatever else runs between steps included): summed, the cluster's total
+// throughput as the clock on the wall sees it. samples / step_seconds would leave out the time
+// between steps and overrate sizes where that time is long.
 std::vector<double> ElasticProvisioning::contribute(const StepMetrics& local,
                                                     const TrainingState& /*state*/) {
-  return {local.samples_per_second};
+  const double seconds = local.period_seconds > 0 ? local.period_seconds : local.step_seconds;
+  return {seconds > 0 ? static_cast<double>(local.samples) / seconds : 0.0};
 }
 
 void ElasticProvisioning::after_step(const StepMetrics& /*local*/, std::span<const double> sums,

@@ -2,7 +2,10 @@
 // `interval` steps while the cluster's total throughput (samples/s, summed over workers by the
 // runner) improves by more than `threshold` over the previous size; when it does not, drop the
 // last addition and hold that size for the rest of the run. The first `settle` steps after each
-// resize are not measured (new workers are syncing and warming up).
+// resize are not measured (new workers are syncing and warming up; the first step's cycle also
+// holds the resize itself). Throughput is over wall-clock time: each worker's samples over the
+// time since its previous step ended (StepMetrics::period_seconds), the mean over the measured
+// steps of their sum.
 #pragma once
 
 #include <optional>

@@ -62,6 +62,8 @@ StepMetrics Monitor::end_step(TimePoint compute_end, TimePoint now, const Engine
   m.step_seconds = to_seconds(now - begin_);
   m.compute_seconds = to_seconds(compute_end - begin_);
   m.samples_per_second = m.step_seconds > 0 ? samples / m.step_seconds : 0.0;
+  m.period_seconds = previous_step_end_ ? to_seconds(now - *previous_step_end_) : m.step_seconds;
+  previous_step_end_ = now;
   m.collective_bytes = step_bytes_;
   if (first_begin_) m.collective_span_seconds = to_seconds(*last_end_ - *first_begin_);
   m.collective_throughput =

@@ -34,6 +34,10 @@ struct StepMetrics {
   double step_seconds = 0;
   double compute_seconds = 0;
   double samples_per_second = 0;  // this worker: samples / step time
+  // The whole cycle since this worker's previous step ended (that step's policy round and the
+  // bookkeeping between steps included, which step_seconds leaves out): what a rate over
+  // wall-clock time divides by. The first step of a Monitor: step_seconds.
+  double period_seconds = 0;
 
   std::uint64_t collective_bytes = 0;  // every collective this step
   double collective_span_seconds = 0;  // first begin to last end
@@ -71,6 +75,7 @@ class Monitor {
   TimePoint begin_;
   std::vector<std::uint64_t> egress0_, ingress0_;
   std::optional<TimePoint> first_begin_, last_end_;
+  std::optional<TimePoint> previous_step_end_;
   std::map<std::string, std::pair<std::uint64_t, std::pair<TimePoint, TimePoint>>> step_by_strategy_;
   std::uint64_t step_bytes_ = 0;
   std::map<std::string, StrategyTotals> strategies_;

@@ -18,6 +18,8 @@ const char* error_code_name(ErrorCode code) {
       return "protocol";
     case ErrorCode::cancelled:
       return "cancelled";
+    case ErrorCode::device:
+      return "device";
   }
   return "unknown";
 }

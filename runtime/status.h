@@ -16,6 +16,7 @@ enum class ErrorCode {
   not_found,         // a p2p request named a blob the peer does not hold
   protocol,          // a peer sent something the protocol does not allow
   cancelled,         // the engine shut down with the operation pending
+  device,            // a device (GPU) call failed: CUDA, NCCL or cuBLAS, named in the message
 };
 
 const char* error_code_name(ErrorCode code);

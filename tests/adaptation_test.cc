@@ -372,6 +372,28 @@ TEST(Monitor, StepMetricsFromCollectivesAndTheEngineCounters) {
   }
 }
 
+// A step's period is the wall-clock cycle since the previous step ended (what ran between the steps
+// included); elastic_provisioning's throughput divides by it, not by the step's own time.
+TEST(Monitor, PeriodCoversTheTimeBetweenSteps) {
+  InprocWorld world(1);
+  std::vector<StepMetrics> m;
+  expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+    Monitor mon;
+    const TimePoint t0 = e.executor().now();
+    mon.begin_step(0, t0, e);
+    m.push_back(mon.end_step(t0, t0 + std::chrono::seconds(1), e, 32, 32, 0.1));
+    mon.begin_step(1, t0 + std::chrono::milliseconds(1500), e);
+    m.push_back(mon.end_step(t0, t0 + std::chrono::milliseconds(2500), e, 32, 32, 0.1));
+    done(Status{});
+  }));
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_DOUBLE_EQ(m[0].period_seconds, m[0].step_seconds);  // the first: its own time
+  EXPECT_DOUBLE_EQ(m[1].step_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(m[1].period_seconds, 1.5);
+  ElasticProvisioning p({});
+  EXPECT_DOUBLE_EQ(p.contribute(m[1], state_of(1, 1))[0], 32 / 1.5);
+}
+
 TEST(Ping, MeasuresARoundTripAndRefusesItself) {
   InprocWorld world(3);
   std::vector<Duration> rtt(3, Duration::zero());

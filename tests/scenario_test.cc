@@ -344,9 +344,9 @@ TEST(ScenarioErrors, MissingRequiredKeyPointsAtParent) {
 }
 
 TEST(ScenarioErrors, NamedValues) {
-  expect_parse_error(kBase + "world: flow\n", 3, 8,
-                     "world: the flow-level world arrives with issue 9");
-  expect_parse_error(kBase + "world: ns2\n", 3, 8, "world: unknown world 'ns2' (known: ns3)");
+  EXPECT_EQ(parse_scenario(kBase + "world: flow\n", "s.yaml").world, "flow");
+  expect_parse_error(kBase + "world: ns2\n", 3, 8,
+                     "world: unknown world 'ns2' (known: ns3, flow)");
   expect_parse_error(kBase + "strategy: STAAR\n", 3, 11,
                      "strategy: unknown strategy 'STAAR' (known: STAR, MULTI_STAR, TREE,");
   EXPECT_EQ(parse_scenario(kBase + "strategy: multi_binary_tree_star\n", "s.yaml").strategy,
@@ -585,6 +585,93 @@ TEST(ScenarioErrors, Overrides) {
                        {"topology.hosts=2"});
       },
       {"s.yaml", 3, 25, "worker 3 does not exist (2 workers: 0..1)"});
+}
+
+// ---- variants: named arms of one comparison ----
+
+const std::string kVariants = kBase +  // lines 1-2
+                              "workload: {batch_per_worker: 32}\n"
+                              "variants:\n"
+                              "  small:\n"
+                              "  large: {workload.batch_per_worker: 1024, steps: 3}\n"
+                              "  adaptive:\n"
+                              "    policy: {name: adaptive_batch_size, lr_rule: none}\n";
+
+TEST(Scenario, VariantsAreBuiltInFileOrder) {
+  const Scenario s = parse_scenario(kVariants, "s.yaml");
+  EXPECT_EQ(s.workload.batch_per_worker, 32);  // the base stays the base
+  ASSERT_EQ(s.variants.size(), 3u);
+  EXPECT_EQ(s.variants[0].name, "small");
+  EXPECT_EQ(s.variants[1].name, "large");
+  EXPECT_EQ(s.variants[2].name, "adaptive");
+  EXPECT_TRUE(s.variants[0].overrides.empty());
+  EXPECT_EQ(s.variants[1].overrides,
+            (std::vector<std::string>{"workload.batch_per_worker=1024", "steps=3"}));
+  EXPECT_EQ(s.variants[2].overrides,
+            (std::vector<std::string>{"policy={name: adaptive_batch_size, lr_rule: none}"}));
+  for (const auto& v : s.variants) {
+    ASSERT_NE(v.scenario, nullptr) << v.name;
+    EXPECT_TRUE(v.scenario->variants.empty()) << v.name;
+    EXPECT_EQ(v.scenario->topology.hosts, 4) << v.name;
+  }
+  EXPECT_EQ(s.variants[0].scenario->workload.batch_per_worker, 32);
+  EXPECT_EQ(s.variants[0].scenario->steps, 10);
+  EXPECT_EQ(s.variants[1].scenario->workload.batch_per_worker, 1024);
+  EXPECT_EQ(s.variants[1].scenario->steps, 3);
+  ASSERT_EQ(s.variants[2].scenario->policies.size(), 1u);
+  EXPECT_EQ(s.variants[2].scenario->policies[0].name, "adaptive_batch_size");
+  EXPECT_TRUE(s.variants[1].scenario->policies.empty());
+  // An override text is what --set takes: the same scenario from the command line.
+  const Scenario by_set = parse_scenario(kBase, "s.yaml", s.variants[2].overrides);
+  EXPECT_EQ(by_set.policies.at(0).params, s.variants[2].scenario->policies.at(0).params);
+}
+
+TEST(Scenario, VariantsStartFromTheOverriddenBase) {
+  // --set applies to every variant; a variant's own key wins over it.
+  const Scenario s = parse_scenario(kVariants, "s.yaml", {"steps=7", "seed=3"});
+  EXPECT_EQ(s.variants[0].scenario->steps, 7);
+  EXPECT_EQ(s.variants[1].scenario->steps, 3);
+  for (const auto& v : s.variants)
+    EXPECT_EQ(v.scenario->seed, 3u) << v.name;
+  // --set can reach into a variant too.
+  const Scenario t = parse_scenario(kVariants, "s.yaml", {"variants.large.steps=5"});
+  EXPECT_EQ(t.variants[1].scenario->steps, 5);
+  EXPECT_EQ(t.variants[1].overrides.back(), "steps=5");
+}
+
+TEST(ScenarioErrors, Variants) {
+  const std::string v = kBase + "variants:";  // "variants:" is line 3
+  expect_parse_error(v + " []\n", 3, 11, "variants: expected a map of named variants");
+  expect_parse_error(v + " {}\n", 3, 11, "variants: expected a map of named variants");
+  expect_parse_error(v + "\n  a/b: {}\n", 4, 3, "a variant name becomes a directory");
+  expect_parse_error(v + "\n  ..: {}\n", 4, 3, "a variant name becomes a directory");
+  expect_parse_error(v + "\n  a: {}\n  a: {}\n", 5, 3, "duplicate variant 'a'");
+  expect_parse_error(v + "\n  a: 5\n", 4, 6, "variants.a: expected a map of overrides");
+  expect_parse_error(v + "\n  a: {sweep.key: steps}\n", 4, 7, "a variant cannot set 'sweep'");
+  expect_parse_error(v + "\n  a: {variants.b: {}}\n", 4, 7, "a variant cannot set 'variants'");
+  expect_parse_error(v + "\n  a: {workload..model: vgg16}\n", 4, 7,
+                     "empty key in 'workload..model'");
+  expect_parse_error(v + "\n  a: {steps: 1, steps: 2}\n", 4, 17, "duplicate key 'steps'");
+  expect_parse_error(v + "\n  a: {}\nsweep: {key: steps, values: [1, 2]}\n", 3, 1,
+                     "give either sweep or variants, not both");
+  // A bad value points at itself, in the variant, and names the variant.
+  expect_parse_error(v + "\n  ok: {steps: 2}\n  big: {workload.batch_per_worker: 0}\n", 5, 36,
+                     "variant 'big': workload.batch_per_worker: must be at least 1, got 0");
+  const std::string bad_policy = v + "\n  p:\n    policy: {name: adaptive_batch_size, scale: -1}\n";
+  expect_parse_error(bad_policy, 5, 13, "variant 'p': policy: ");
+  expect_parse_error(bad_policy, 5, 13, "scale must be > 0");
+  expect_parse_error(v + "\n  a: {steps.x: 1}\n", 4, 7, "'steps' is a value, not a map");
+  // A key the variant's path makes (no place of its own in the file) points at the variant's key.
+  expect_parse_error(v + "\n  a: {topology.link.bandwdith: 1Gbps}\n", 4, 7,
+                     "variant 'a': unknown key 'bandwdith' in topology.link");
+  expect_parse_error(v + "\n  a: {topolgy.hosts: 3}\n", 4, 7,
+                     "variant 'a': unknown key 'topolgy' at top level");
+  // A base key that the variant's change makes wrong points at the base, naming the variant.
+  expect_parse_error(v + "\n  ls: {topology.kind: leaf-spine}\n", 2, 12,
+                     "variant 'ls': topology.hosts: not for kind leaf-spine");
+  // Overridden from the command line: the error names the override and the variant.
+  expect_set_error(kVariants, {"variants.large.steps=0"}, "steps: must be at least 1");
+  expect_set_error(kVariants, {"variants.large.steps=0"}, "(in variant 'large')");
 }
 
 TEST(ScenarioError, Format) {

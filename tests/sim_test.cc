@@ -10,6 +10,7 @@
 #include "transport/sim/ns3_world.h"
 #include "transport/sim/scenario.h"
 #include "transport/sim/simulation.h"
+#include "transport/sim/variants.h"
 
 namespace kf {
 namespace {
@@ -295,6 +296,78 @@ TEST(SimTraining, TheSameSeedLearnsTheSameBits) {
     return sim.summary().dump();
   };
   EXPECT_EQ(run(), run());
+}
+
+// ---- comparing variants ----
+
+// An arm's summary as kfsim writes it: reached the target at `time_s` (< 0: never).
+nlohmann::json arm_summary(double time_s, int batch = 32) {
+  nlohmann::json s = {{"workers", 4},
+                      {"completed_steps", 10},
+                      {"batch_per_worker", batch},
+                      {"final_batch_per_worker", batch},
+                      {"simulation_end_s", 60.0},
+                      {"throughput_samples_per_s", 1000.0},
+                      {"target_accuracy", 0.5},
+                      {"time_to_target", nullptr},
+                      {"final_accuracy", 0.4},
+                      {"best_accuracy", 0.45},
+                      {"errors", nlohmann::json::array()}};
+  if (time_s >= 0) {
+    s["time_to_target"] = {{"step", 3}, {"time_s", time_s}};
+    s["best_accuracy"] = 0.55;
+  }
+  return s;
+}
+
+TEST(Variants, TheEarliestToReachTheTargetIsFirstAndTiesGoToTheFirstListed) {
+  Scenario sc;
+  sc.name = "cmp";
+  sc.seed = 2;
+  const std::vector<VariantRun> runs = {{"never", {}, arm_summary(-1)},
+                                        {"late", {"steps=3"}, arm_summary(20.0, 1024)},
+                                        {"early", {}, arm_summary(10.0)},
+                                        {"tied", {}, arm_summary(10.0)}};
+  const auto c = compare_variants(sc, runs);
+  EXPECT_EQ(c["scenario"], "cmp");
+  EXPECT_EQ(c["seed"], 2);
+  EXPECT_EQ(c["first_to_target"], "early");
+  EXPECT_EQ(c["ranking"], nlohmann::json({"early", "tied", "late", "never"}));
+  ASSERT_EQ(c["variants"].size(), 4u);
+  EXPECT_EQ(c["variants"][1]["name"], "late");  // file order
+  EXPECT_EQ(c["variants"][1]["batch_per_worker"], 1024);
+  EXPECT_EQ(c["variants"][1]["overrides"], nlohmann::json({"steps=3"}));
+  EXPECT_TRUE(c["variants"][0]["time_to_target"].is_null());
+
+  const auto none = compare_variants(sc, {{"a", {}, arm_summary(-1)}, {"b", {}, arm_summary(-1)}});
+  EXPECT_TRUE(none["first_to_target"].is_null());
+  EXPECT_EQ(none["ranking"], nlohmann::json({"a", "b"}));
+}
+
+TEST(Variants, WritesTheComparisonAndOneCsvRowPerArm) {
+  const auto dir = std::filesystem::temp_directory_path() / "kf_sim_test_variants";
+  std::filesystem::remove_all(dir);
+  Scenario sc;
+  sc.name = "cmp";
+  const auto c = compare_variants(
+      sc, {{"small", {}, arm_summary(-1)},
+           {"adaptive", {"policy={name: adaptive_batch_size, lr_rule: none}"}, arm_summary(7.5)}});
+  write_variants(dir.string(), c);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "summary.json")), c);
+  std::istringstream csv(slurp(dir / "variants.csv"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);)
+    lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].rfind("variant,workers,steps,batch_per_worker,", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("small,4,10,32,32,60.000000000,", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find(",0.500000,,,0.400000,"), std::string::npos) << lines[1];  // never
+  EXPECT_NE(lines[2].find(",0.500000,7.500000000,3,"), std::string::npos) << lines[2];
+  // The override holds a comma: the field is quoted.
+  EXPECT_NE(lines[2].find(",\"policy={name: adaptive_batch_size, lr_rule: none}\""),
+            std::string::npos)
+      << lines[2];
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "runtime/executor.h"
 #include "runtime/transport.h"
 #include "topology/physical.h"
+#include "transport/sim/sim_world.h"
 
 namespace kf {
 
@@ -39,38 +40,33 @@ struct Ns3Options {
   bool host_fq_codel = false;
 };
 
-struct Ns3Stats {
-  std::uint64_t simulator_events = 0;  // executed by ns-3 so far
-  std::uint64_t messages = 0;          // runtime messages delivered
-  std::uint64_t message_bytes = 0;     // their wire bytes
-  std::uint64_t background_bytes = 0;  // bytes received by background sinks
-};
+using Ns3Stats = WorldStats;  // simulator_events: executed by ns-3 so far
 
-class Ns3World {
+class Ns3World final : public SimWorld {
  public:
   Ns3World(const PhysicalTopology& topology, Ns3Options options = {});
-  ~Ns3World();
+  ~Ns3World() override;
   Ns3World(const Ns3World&) = delete;
   Ns3World& operator=(const Ns3World&) = delete;
 
-  int workers() const;
-  Executor& executor();
-  Transport& transport(int rank);
-  Compute& compute(int rank);
+  int workers() const override;
+  Executor& executor() override;
+  Transport& transport(int rank) override;
+  Compute& compute(int rank) override;
 
   // Runs the simulation until stop() or until nothing is left to do.
-  void run();
-  void stop();
-  TimePoint now() const;
-  Ns3Stats stats() const;
+  void run() override;
+  void stop() override;
+  TimePoint now() const override;
+  Ns3Stats stats() const override;
 
   // ---- event injection ----
-  void set_straggler(int rank, double factor);
+  void set_straggler(int rank, double factor) override;
   // Background TCP traffic between two nodes (by PhysicalTopology node name). `rate_bps` paces
   // each flow; without it each flow sends as fast as TCP lets it. Returns an id for stop.
   int start_background(const std::string& from, const std::string& to,
-                       std::optional<double> rate_bps, int flows);
-  void stop_background(int id);
+                       std::optional<double> rate_bps, int flows) override;
+  void stop_background(int id) override;
   // A plain ns-3 BulkSend flow of `bytes` between two nodes, starting now; `done` runs when the
   // receiver has all of them (a contention burst of a given size, or raw ns-3 traffic to compare
   // the runtime against).
@@ -80,9 +76,9 @@ class Ns3World {
   std::map<std::pair<int, int>, std::uint64_t> pair_bytes() const;
   // Changes a link's bandwidth and/or latency from now on (link named as in PhysicalTopology).
   void set_link(const std::string& link, std::optional<double> bandwidth_bps,
-                std::optional<std::chrono::nanoseconds> latency);
+                std::optional<std::chrono::nanoseconds> latency) override;
   // The worker's process dies: its connections close, its peers are told as TCP would tell them.
-  void fail(int rank);
+  void fail(int rank) override;
 
  private:
   class Impl;

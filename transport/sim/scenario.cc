@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -131,6 +132,10 @@ class Reader {
     for (const auto& [value, key_mark] : empty_values_) {
       if (value.is(node)) mark = key_mark;
     }
+    // A node a variant's key made on the way has no place: the variant's key is the place.
+    for (const auto& [placed, key_mark] : placed_) {
+      if (mark.line < 0 && (within(path, placed) || within(placed, path))) mark = key_mark;
+    }
     if (from_override(path) || (mark.line < 0 && !path.empty())) {
       throw ScenarioError(kSetFile, 0, 0, std::string(kSetFile) + " " + path + ": " + body);
     }
@@ -139,15 +144,16 @@ class Reader {
     throw ScenarioError(file_, mark.line + 1, mark.column + 1, message);
   }
 
+  // `path` is `prefix` or lies under it ("a.b" and "a.b[0].c" lie under "a.b").
+  static bool within(const std::string& path, const std::string& prefix) {
+    if (path == prefix) return true;
+    return path.size() > prefix.size() && path.starts_with(prefix) &&
+           (path[prefix.size()] == '.' || path[prefix.size()] == '[');
+  }
+
   bool from_override(const std::string& path) const {
-    for (const auto& o : overridden_) {
-      if (path == o) return true;
-      if (path.size() > o.size() && path.starts_with(o) &&
-          (path[o.size()] == '.' || path[o.size()] == '[')) {
-        return true;
-      }
-    }
-    return false;
+    return std::any_of(overridden_.begin(), overridden_.end(),
+                       [&](const std::string& o) { return within(path, o); });
   }
 
   void apply_override(Node& root, const std::string& text);
@@ -291,6 +297,12 @@ class Reader {
 
   Scenario build(const Node& root) const;
   Sweep sweep(const Node& n, const Node& root) const;
+  std::vector<Variant> variants(const Node& n) const;
+  // Builds every variant of `sc` from a fresh parse of the file's text (so every node keeps its
+  // position) with the same overrides, then the variant's keys; a variant that makes a bad
+  // scenario is an error at the node at fault, named after the variant.
+  void build_variants(Scenario& sc, const std::string& yaml_text,
+                      const std::vector<std::string>& overrides) const;
 
   void note_empty_value(const Node& value, const YAML::Mark& key_mark) const {
     empty_values_.emplace_back(value, key_mark);
@@ -308,6 +320,8 @@ class Reader {
 
   std::string file_;
   std::vector<std::string> overridden_;  // key paths set by --set, as "a.b[0].c"
+  // Key paths a variant set, and where its key is in the file (build_variants).
+  std::vector<std::pair<std::string, YAML::Mark>> placed_;
   mutable std::vector<std::pair<Node, YAML::Mark>> empty_values_;
 };
 
@@ -335,6 +349,57 @@ Node MapView::require(const std::string& key) const {
   r_.fail(node_, path_, "missing required key '" + key + "'");
 }
 
+// "a.b.0.c" -> {"a", "b", "0", "c"}; a part may be empty (the callers refuse that).
+std::vector<std::string> split_key(const std::string& key) {
+  std::vector<std::string> parts;
+  for (std::size_t begin = 0;;) {
+    const auto dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  return parts;
+}
+
+// Sets the key path `parts` in `root` to `v` (maps are made on the way; a list takes an index)
+// and returns the path as messages name it ("events[0].fail.worker"). The node `v` itself is
+// placed, so it keeps its position in the file, if it has one. Throws std::invalid_argument.
+std::string set_path(Node& root, const std::vector<std::string>& parts, const Node& v) {
+  if (!root.IsMap()) root.reset(Node(YAML::NodeType::Map));
+  Node cur = root;
+  std::string norm;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    const bool last = i + 1 == parts.size();
+    if (cur.IsSequence()) {
+      std::size_t idx = 0;
+      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), idx);
+      if (ec != std::errc() || end != part.data() + part.size() || idx >= cur.size()) {
+        throw std::invalid_argument("'" + norm + "' is a list; '" + part + "' is not an index 0.." +
+                                    std::to_string(static_cast<long>(cur.size()) - 1));
+      }
+      norm += "[" + std::to_string(idx) + "]";
+      if (last) {
+        cur[idx] = v;
+      } else {
+        Node next = cur[idx];
+        cur.reset(next);
+      }
+    } else if (cur.IsScalar()) {
+      throw std::invalid_argument("'" + norm + "' is a value, not a map");
+    } else {  // map, or null (becomes a map)
+      norm += (norm.empty() ? "" : ".") + part;
+      if (last) {
+        cur[part] = v;
+      } else {
+        Node next = cur[part];
+        cur.reset(next);
+      }
+    }
+  }
+  return norm;
+}
+
 void Reader::apply_override(Node& root, const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos) {
@@ -347,13 +412,7 @@ void Reader::apply_override(Node& root, const std::string& text) {
   while (!key.empty() && (key.front() == ' ' || key.front() == '\t'))
     key.erase(0, 1);
   const std::string value = text.substr(eq + 1);
-  std::vector<std::string> parts;
-  for (std::size_t begin = 0;;) {
-    const auto dot = key.find('.', begin);
-    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
-    if (dot == std::string::npos) break;
-    begin = dot + 1;
-  }
+  const std::vector<std::string> parts = split_key(key);
   for (const auto& p : parts) {
     if (p.empty()) {
       throw ScenarioError(kSetFile, 0, 0,
@@ -369,43 +428,11 @@ void Reader::apply_override(Node& root, const std::string& text) {
         kSetFile, 0, 0,
         std::string(kSetFile) + " " + key + ": invalid YAML value '" + value + "': " + e.msg);
   }
-  if (!root.IsMap()) root.reset(Node(YAML::NodeType::Map));
-  Node cur = root;
-  std::string norm;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const std::string& part = parts[i];
-    const bool last = i + 1 == parts.size();
-    if (cur.IsSequence()) {
-      std::size_t idx = 0;
-      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), idx);
-      if (ec != std::errc() || end != part.data() + part.size() || idx >= cur.size()) {
-        throw ScenarioError(kSetFile, 0, 0,
-                            std::string(kSetFile) + " '" + text + "': '" + norm + "' is a list; '" +
-                                part + "' is not an index 0.." +
-                                std::to_string(static_cast<long>(cur.size()) - 1));
-      }
-      norm += "[" + std::to_string(idx) + "]";
-      if (last) {
-        cur[idx] = v;
-      } else {
-        Node next = cur[idx];
-        cur.reset(next);
-      }
-    } else if (cur.IsScalar()) {
-      throw ScenarioError(
-          kSetFile, 0, 0,
-          std::string(kSetFile) + " '" + text + "': '" + norm + "' is a value, not a map");
-    } else {  // map, or null (becomes a map)
-      norm += (norm.empty() ? "" : ".") + part;
-      if (last) {
-        cur[part] = v;
-      } else {
-        Node next = cur[part];
-        cur.reset(next);
-      }
-    }
+  try {
+    overridden_.push_back(set_path(root, parts, v));
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(kSetFile, 0, 0, std::string(kSetFile) + " '" + text + "': " + e.what());
   }
-  overridden_.push_back(norm);
 }
 
 TopologyConfig Reader::topology(const Node& n) const {
@@ -745,6 +772,114 @@ Sweep Reader::sweep(const Node& n, const Node& root) const {
   return sw;
 }
 
+// A YAML value on one line, as --set would take it: "1024", "{name: adaptive_batch_size, ...}".
+std::string flow_yaml(const Node& n) {
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  out << n;
+  return out.c_str();
+}
+
+// NAME: {key.path: value, ...} for each variant. Only the shape is checked here; what each variant
+// makes of the scenario is checked by build_variants, once the whole file is known.
+std::vector<Variant> Reader::variants(const Node& n) const {
+  if (!n.IsMap() || n.size() == 0) {
+    fail(n, "variants",
+         "expected a map of named variants (NAME: {key.path: value, ...}), got " + describe(n));
+  }
+  std::vector<Variant> out;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string name = scalar(it->first, "variants", "a variant name");
+    const std::string path = "variants." + name;
+    // The name is a directory under kfsim's --out.
+    const bool ok =
+        !name.empty() && name != "." && name != ".." &&
+        std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+        });
+    if (!ok) {
+      fail(it->first, path,
+           "a variant name becomes a directory: use letters, digits, '-', '_' and '.', got '" +
+               name + "'",
+           false);
+    }
+    for (const auto& v : out) {
+      if (v.name == name) fail(it->first, path, "duplicate variant '" + name + "'", false);
+    }
+    Variant variant{.name = name, .overrides = {}, .scenario = nullptr};
+    const Node body = it->second;
+    if (!body.IsNull() && !body.IsMap()) {
+      fail(body, path,
+           "expected a map of overrides (key.path: value, as --set takes them), got " +
+               describe(body));
+    }
+    std::vector<std::string> keys;
+    if (body.IsMap()) {
+      for (auto e = body.begin(); e != body.end(); ++e) {
+        const std::string key = scalar(e->first, path, "a key path like workload.batch_per_worker");
+        const auto parts = split_key(key);
+        if (std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); })) {
+          fail(e->first, path,
+               "empty key in '" + key +
+                   "'; expected a key path like steps or workload.batch_per_worker");
+        }
+        if (parts.front() == "variants" || parts.front() == "sweep") {
+          fail(e->first, path + "." + key, "a variant cannot set '" + parts.front() + "'", false);
+        }
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+          fail(e->first, path + "." + key, "duplicate key '" + key + "' in " + path, false);
+        }
+        keys.push_back(key);
+        variant.overrides.push_back(key + "=" + flow_yaml(e->second));
+      }
+    }
+    out.push_back(std::move(variant));
+  }
+  return out;
+}
+
+void Reader::build_variants(Scenario& sc, const std::string& yaml_text,
+                            const std::vector<std::string>& overrides) const {
+  for (Variant& variant : sc.variants) {
+    Reader r(file_);
+    Node root = YAML::Load(yaml_text);
+    for (const auto& o : overrides)
+      r.apply_override(root, o);
+    const Node body = static_cast<const Node&>(root)["variants"][variant.name];
+    std::vector<std::pair<Node, Node>> entries;
+    if (body.IsMap()) {
+      for (auto e = body.begin(); e != body.end(); ++e)
+        entries.emplace_back(e->first, e->second);
+    }
+    root.remove("variants");
+    for (const auto& [key, value] : entries) {
+      const std::string path = "variants." + variant.name + "." + key.Scalar();
+      try {
+        const std::string target = set_path(root, split_key(key.Scalar()), value);
+        // A variant key given by --set has no place in the file: its errors name the override.
+        if (from_override(path)) r.overridden_.push_back(target);
+        r.placed_.emplace_back(target, key.Mark());
+      } catch (const std::invalid_argument& e) {
+        fail(key, path, e.what());
+      }
+    }
+    try {
+      variant.scenario = std::make_shared<const Scenario>(r.build(root));
+    } catch (const ScenarioError& e) {
+      // The node at fault may be the variant's or the base's: say which variant made it fail.
+      std::string what = e.what();
+      if (e.line() > 0) {
+        const auto at = what.find(": ", e.file().size());
+        what = what.substr(at == std::string::npos ? 0 : at + 2);
+        throw ScenarioError(e.file(), e.line(), e.column(),
+                            "variant '" + variant.name + "': " + what);
+      }
+      throw ScenarioError(e.file(), 0, 0, what + " (in variant '" + variant.name + "')");
+    }
+  }
+}
+
 // "none", a name, {name: ..., params...}, or a list of names and maps. Each policy is built once
 // here so a bad parameter is reported at its place in the file.
 std::vector<PolicySpec> Reader::policies(const Node& n) const {
@@ -791,7 +926,7 @@ Scenario Reader::build(const Node& root) const {
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "steps", "world", "topology", "workload",
                    "strategy", "optimizer", "chunk", "timeout", "policy", "elastic", "monitoring",
-                   "events", "sweep"});
+                   "events", "sweep", "variants"});
   Scenario sc;
   sc.file = file_;
   sc.name = std::filesystem::path(file_).stem().string();
@@ -801,8 +936,8 @@ Scenario Reader::build(const Node& root) const {
   sc.steps = int32(m.require("steps"), "steps", 1);
   if (const auto v = m.get("world")) {
     const std::string world = scalar(*v, "world", "a world name");
-    if (world == "flow") fail(*v, "world", "the flow-level world arrives with issue 9");
-    if (world != "ns3") fail(*v, "world", "unknown world '" + world + "' (known: ns3)");
+    if (world != "ns3" && world != "flow")
+      fail(*v, "world", "unknown world '" + world + "' (known: ns3, flow)");
     sc.world = world;
   }
   sc.topology = topology(m.require("topology"));
@@ -842,6 +977,10 @@ Scenario Reader::build(const Node& root) const {
     if (const auto p = mm.get("ping_every")) sc.ping_every = int32(*p, "monitoring.ping_every", 0);
   }
   if (const auto v = m.get("sweep")) sc.sweep = sweep(*v, root);
+  if (const auto v = m.get("variants")) {
+    if (sc.sweep) fail(m.key_node("variants"), "variants", "give either sweep or variants, not both");
+    sc.variants = variants(*v);
+  }
   std::vector<NameRef> refs;
   const bool star = sc.topology.kind == TopologyConfig::Kind::star;
   const int workers =
@@ -899,7 +1038,9 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& file,
     }
     for (const auto& o : overrides)
       reader.apply_override(root, o);
-    return reader.build(root);
+    Scenario sc = reader.build(root);
+    if (!sc.variants.empty()) reader.build_variants(sc, yaml_text, overrides);
+    return sc;
   } catch (const YAML::Exception& e) {  // should not happen: every access is checked first
     const int line = e.mark.line < 0 ? 0 : e.mark.line + 1;
     const int column = e.mark.line < 0 ? 0 : e.mark.column + 1;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -151,13 +152,24 @@ struct Sweep {
   std::vector<std::string> values;
 };
 
+struct Scenario;
+
+// One named arm of a comparison (`variants:` in the file): the base scenario with some keys
+// overridden, e.g. fixed-small / fixed-large / adaptive batch size on the same task. kfsim runs
+// each into OUT/NAME/ and compares them (transport/sim/variants.h).
+struct Variant {
+  std::string name;
+  std::vector<std::string> overrides;       // "key.path=value", in file order, for the records
+  std::shared_ptr<const Scenario> scenario;  // the base with the overrides, validated
+};
+
 struct Scenario {
   std::string file;  // where it came from
   std::string name;
   std::string description;
   std::uint64_t seed = 1;
   int steps = 10;
-  std::string world = "ns3";  // ns3 (flow arrives with issue 9)
+  std::string world = "ns3";  // ns3 (packet level) or flow (fluid, max-min fair)
   TopologyConfig topology;
   WorkloadConfig workload;
   StrategyName strategy = StrategyName::binary_tree_star;
@@ -170,6 +182,7 @@ struct Scenario {
   ElasticConfig elastic;
   int ping_every = 0;  // monitoring: probe every peer's latency every N steps (0: never)
   std::optional<Sweep> sweep;
+  std::vector<Variant> variants;  // empty: one run of this scenario
 };
 
 // The physical network a scenario describes, with the "outside" host (a machine with no worker,

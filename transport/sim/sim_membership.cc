@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "transport/sim/ns3_world.h"
+#include "transport/sim/sim_world.h"
 
 namespace kf {
 
@@ -60,7 +60,7 @@ class SimMembership::SlotTransport final : public Transport {
   Handlers handlers_;
 };
 
-SimMembership::SimMembership(Ns3World& world, std::vector<PeerID> slots, ClusterSpec initial,
+SimMembership::SimMembership(SimWorld& world, std::vector<PeerID> slots, ClusterSpec initial,
                              SimMembershipOptions options, Spawn spawn)
     : world_(world),
       slots_(std::move(slots)),

@@ -18,7 +18,7 @@
 
 namespace kf {
 
-class Ns3World;
+class SimWorld;
 
 struct SimMembershipOptions {
   std::chrono::nanoseconds config_latency = std::chrono::milliseconds(1);
@@ -33,7 +33,7 @@ class SimMembership final : public Membership {
   // cluster. `spawn(cluster, rank, slot)` is called for every member of a new cluster once the
   // runners have had time to start processes; the simulation starts the ones not running.
   using Spawn = std::function<void(const ClusterSpec& cluster, int rank, int slot)>;
-  SimMembership(Ns3World& world, std::vector<PeerID> slots, ClusterSpec initial,
+  SimMembership(SimWorld& world, std::vector<PeerID> slots, ClusterSpec initial,
                 SimMembershipOptions options, Spawn spawn);
   ~SimMembership() override;
 
@@ -59,7 +59,7 @@ class SimMembership final : public Membership {
   const Layout* layout(std::uint64_t version) const;
   void learn(const ClusterSpec& cluster);
 
-  Ns3World& world_;
+  SimWorld& world_;
   std::vector<PeerID> slots_;
   ClusterSpec stored_;
   SimMembershipOptions options_;

@@ -7,8 +7,11 @@
 #include <stdexcept>
 
 #include "runtime/engine.h"
-#include "transport/sim/ns3_world.h"
+#include "transport/sim/flow_world.h"
 #include "transport/sim/sim_membership.h"
+#ifdef KF_WITH_NS3
+#include "transport/sim/ns3_world.h"
+#endif
 #include "workloads/model.h"
 #include "workloads/numeric_program.h"
 #include "workloads/trainer.h"
@@ -77,6 +80,25 @@ NumericOptions numeric_options(const Scenario& sc) {
                             : 0};
 }
 
+// The world the scenario names: the packet-level ns-3 one or the flow-level one.
+std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology& topo) {
+  if (sc.world == "flow") {
+    return std::make_unique<FlowWorld>(
+        topo, FlowOptions{.seed = sc.seed, .compute_jitter = sc.workload.compute_jitter});
+  }
+#ifdef KF_WITH_NS3
+  if (sc.world == "ns3") {
+    return std::make_unique<Ns3World>(topo, Ns3Options{.seed = sc.seed,
+                                                       .compute_jitter = sc.workload.compute_jitter,
+                                                       .host_fq_codel = sc.topology.host_fq_codel});
+  }
+  throw std::invalid_argument("unknown world '" + sc.world + "'");
+#else
+  throw std::invalid_argument("world '" + sc.world +
+                              "' is not built in (no ns-3 here): use world: flow");
+#endif
+}
+
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
   std::vector<std::unique_ptr<Policy>> out;
   for (const auto& spec : specs)
@@ -92,10 +114,8 @@ Simulation::~Simulation() = default;
 void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
   const auto wall_start = std::chrono::steady_clock::now();
   const PhysicalTopology topo = build_topology(scenario_.topology);
-  Ns3World world(topo,
-                 {.seed = scenario_.seed,
-                  .compute_jitter = scenario_.workload.compute_jitter,
-                  .host_fq_codel = scenario_.topology.host_fq_codel});
+  const std::unique_ptr<SimWorld> world_owner = make_world(scenario_, topo);
+  SimWorld& world = *world_owner;
   const int slots = world.workers();
   const auto [slot_ids, runners] = slots_of(topo);
   const int initial = scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : slots;
@@ -263,13 +283,18 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
     start_worker(cluster, r, membership->slot_of(cluster.worker(r)), false);
   world.run();
 
-  const Ns3Stats stats = world.stats();
+  const WorldStats stats = world.stats();
   simulator_events_ = stats.simulator_events;
   simulated_seconds_ = to_seconds(world.now().time_since_epoch());
   world_stats_ = {{"simulator_events", stats.simulator_events},
                   {"messages", stats.messages},
                   {"message_bytes", stats.message_bytes},
                   {"background_bytes", stats.background_bytes}};
+  if (const auto* flow = dynamic_cast<const FlowWorld*>(&world)) {
+    world_stats_["rate_solves"] = flow->flow_stats().rate_solves;
+    world_stats_["solved_flows"] = flow->flow_stats().solved_flows;
+    world_stats_["connections"] = flow->flow_stats().connections;
+  }
   // Trainers (and their engines) before the world: engine destructors complete what is pending.
   trainers.clear();
   membership.reset();
@@ -297,12 +322,14 @@ nlohmann::json Simulation::summary() const {
   };
   if (const auto& numeric = scenario_.workload.numeric) {
     // Rank 0's evaluations: the last one, and the first at or above the target.
-    nlohmann::json accuracy = nullptr, reached = nullptr;
+    nlohmann::json accuracy = nullptr, reached = nullptr, best = nullptr, batch = nullptr;
     for (const auto& s : recorder_.steps()) {
       if (s.rank != 0) continue;
+      batch = s.samples;  // the last step's: a batch-size policy may have moved it
       const auto a = s.metrics.values.find("accuracy");
       if (a == s.metrics.values.end()) continue;
       accuracy = a->second;
+      if (best.is_null() || a->second > best.get<double>()) best = a->second;
       if (reached.is_null() && numeric->target_accuracy > 0 && a->second >= numeric->target_accuracy) {
         reached = {{"step", s.step}, {"time_s", to_seconds(s.end.time_since_epoch())}};
       }
@@ -310,6 +337,8 @@ nlohmann::json Simulation::summary() const {
     run["optimizer"] = scenario_.optimizer;
     run["numeric_model"] = numeric->model;
     run["final_accuracy"] = accuracy;
+    run["best_accuracy"] = best;
+    run["final_batch_per_worker"] = batch;
     run["target_accuracy"] = numeric->target_accuracy;
     run["time_to_target"] = reached;
   }

@@ -1,0 +1,264 @@
+// The flow-level world: the max-min solver against hand-computed allocations and against a full
+// recompute (the incremental solver must give the same rates), message timing against the
+// model's formula, and whole scenarios: the same engine, deterministic, contention slows steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "harness.h"
+#include "transport/sim/flow_network.h"
+#include "transport/sim/flow_world.h"
+#include "transport/sim/scenario.h"
+#include "transport/sim/simulation.h"
+
+namespace kf {
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---- max-min fair rates, by hand ----
+
+TEST(FlowNetwork, ABottleneckElsewhereLeavesTheRestToTheOther) {
+  FlowNetwork net;
+  const int wide = net.add_channel(10), narrow = net.add_channel(4);
+  const auto a = net.add_flow({wide, narrow});
+  const auto b = net.add_flow({wide});
+  EXPECT_DOUBLE_EQ(net.rate(a), 4);
+  EXPECT_DOUBLE_EQ(net.rate(b), 6);
+  net.remove_flow(a);
+  EXPECT_DOUBLE_EQ(net.rate(b), 10);
+  ASSERT_EQ(net.changes().size(), 1u);
+  EXPECT_EQ(net.changes()[0].flow, b);
+  EXPECT_DOUBLE_EQ(net.changes()[0].old_rate, 6);
+}
+
+TEST(FlowNetwork, TheParkingLot) {
+  // One long flow across three unit links, one short flow on each: everyone gets half.
+  FlowNetwork net;
+  std::vector<int> links;
+  for (int i = 0; i < 3; ++i)
+    links.push_back(net.add_channel(1));
+  const auto long_flow = net.add_flow(links);
+  std::vector<FlowNetwork::FlowId> short_flows;
+  for (int l : links)
+    short_flows.push_back(net.add_flow({l}));
+  EXPECT_DOUBLE_EQ(net.rate(long_flow), 0.5);
+  for (auto f : short_flows)
+    EXPECT_DOUBLE_EQ(net.rate(f), 0.5);
+  // Two short flows on the middle link: the long one gets 1/3 there, the outer shorts 2/3.
+  const auto extra = net.add_flow({links[1]});
+  EXPECT_NEAR(net.rate(long_flow), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(net.rate(extra), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(net.rate(short_flows[0]), 2.0 / 3, 1e-12);
+  EXPECT_NEAR(net.rate(short_flows[2]), 2.0 / 3, 1e-12);
+}
+
+TEST(FlowNetwork, ACappedFlowTakesItsCapAndNoMore) {
+  FlowNetwork net;
+  const int link = net.add_channel(10);
+  const auto paced = net.add_flow({link}, 1);
+  const auto greedy = net.add_flow({link});
+  EXPECT_DOUBLE_EQ(net.rate(paced), 1);
+  EXPECT_DOUBLE_EQ(net.rate(greedy), 9);
+  net.set_capacity(link, 1.5);  // now the cap is above the fair share
+  EXPECT_DOUBLE_EQ(net.rate(paced), 0.75);
+  EXPECT_DOUBLE_EQ(net.rate(greedy), 0.75);
+  EXPECT_THROW(net.add_flow({}), std::invalid_argument);  // nothing would bound it
+}
+
+TEST(FlowNetwork, OnlyTheTouchedComponentIsSolved) {
+  FlowNetwork net;
+  const int a = net.add_channel(1), b = net.add_channel(1);
+  const auto fa = net.add_flow({a});
+  net.add_flow({b});
+  const auto before = net.solved_flows();
+  net.add_flow({a});
+  EXPECT_EQ(net.solved_flows() - before, 2u);  // the flows on `a`, not the one on `b`
+  EXPECT_DOUBLE_EQ(net.rate(fa), 0.5);
+}
+
+// Property: after any sequence of starts, ends and capacity changes, the incremental rates equal
+// a full recompute over every flow.
+TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    const auto uniform = [&rng](int lo, int hi) {
+      return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
+    };
+    FlowNetwork net;
+    const int channels = uniform(3, 30);
+    for (int c = 0; c < channels; ++c)
+      net.add_channel(uniform(1, 100));
+    std::vector<FlowNetwork::FlowId> live;
+    for (int op = 0; op < 300; ++op) {
+      const int what = uniform(0, 9);
+      if (what < 6 || live.empty()) {
+        std::vector<int> route;
+        const int hops = uniform(1, 4);
+        for (int h = 0; h < hops; ++h) {
+          const int c = uniform(0, channels - 1);
+          if (std::find(route.begin(), route.end(), c) == route.end()) route.push_back(c);
+        }
+        const double cap = uniform(0, 3) == 0 ? uniform(1, 50) : FlowNetwork::kUncapped;
+        live.push_back(net.add_flow(route, cap));
+      } else if (what < 9) {
+        const auto i = static_cast<std::size_t>(uniform(0, static_cast<int>(live.size()) - 1));
+        net.remove_flow(live[i]);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        net.set_capacity(uniform(0, channels - 1), uniform(1, 100));
+      }
+      const auto full = net.full_solution();
+      for (auto f : live) {
+        ASSERT_NEAR(net.rate(f), full[static_cast<std::size_t>(f)],
+                    1e-9 * std::max(1.0, full[static_cast<std::size_t>(f)]))
+            << "seed " << seed << " op " << op << " flow " << f;
+      }
+    }
+  }
+}
+
+// ---- message timing ----
+
+TEST(FlowWorld, AMessageTakesHandshakeLatencyAndSizeOverTheSharedRate) {
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 10us, .mtu = 1500, .queue_packets = 100};
+  FlowWorld world(star_topology(3, 1, link, link));
+  std::vector<std::pair<int, TimePoint>> got;
+  for (int r = 1; r <= 2; ++r) {
+    world.transport(r).set_handlers(
+        {.on_message = [&, r](int, Message) { got.emplace_back(r, world.now()); }});
+  }
+  const std::size_t payload = 1'000'000;
+  world.executor().post([&] {
+    for (int dst = 1; dst <= 2; ++dst) {
+      Message m;
+      m.header.name = "x";
+      m.payload = Payload::phantom(payload);
+      world.transport(0).send(dst, std::move(m));
+    }
+  });
+  world.run();
+  ASSERT_EQ(got.size(), 2u);
+  // Both share w0's link; payload efficiency 1448 / 1502; the handshake is one round trip over
+  // two hops; the last 1448-byte segment is stored and forwarded once at the switch.
+  const double bytes = 40 + 1 + static_cast<double>(payload);
+  const double rate = 1e9 / 8 * 1448 / 1502 / 2;
+  const double want = 40e-6 + bytes / rate + 20e-6 + 1502 * 8 / 1e9;
+  for (const auto& [r, at] : got)
+    EXPECT_NEAR(to_seconds(at.time_since_epoch()), want, 2e-9) << "rank " << r;
+}
+
+TEST(FlowWorld, MessagesOfOnePairArriveInOrder) {
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 10us, .mtu = 9000, .queue_packets = 100};
+  FlowWorld world(star_topology(2, 1, link, link));
+  std::vector<std::uint32_t> order;
+  world.transport(1).set_handlers(
+      {.on_message = [&](int, Message m) { order.push_back(m.header.chunk); }});
+  world.executor().post([&] {
+    for (std::uint32_t i = 0; i < 50; ++i) {
+      Message m;
+      m.header.chunk = i;
+      m.payload = Payload::phantom(i % 3 == 0 ? 100000 : 10);
+      world.transport(0).send(1, std::move(m));
+    }
+  });
+  world.run();
+  ASSERT_EQ(order.size(), 50u);
+  for (std::uint32_t i = 0; i < 50; ++i)
+    EXPECT_EQ(order[i], i);
+}
+
+// ---- whole scenarios ----
+
+const char* kScenario = R"(
+name: flow-small
+seed: 5
+steps: 8
+world: flow
+topology:
+  kind: star
+  hosts: 4
+  workers_per_host: 2
+  link: {bandwidth: 1Gbps, latency: 20us, mtu: 9000, queue: 200}
+workload: {model: resnet56, device: k80, batch_per_worker: 64}
+strategy: BINARY_TREE_STAR
+events:
+  - contention: {from: host0, to: outside, flows: 4, start: {step: 3}, stop: {step: 6}}
+  - straggler: {worker: 3, factor: 2, start: 0.05s, stop: {step: 5}}
+  - link: {link: w5-host2, latency: 50us, at: {step: 3}}
+)";
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path run_flow(const std::string& tag, const std::vector<std::string>& overrides) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kf_flow_test_" + tag);
+  std::filesystem::remove_all(dir);
+  Simulation sim(parse_scenario(kScenario, "flow-small.yaml", overrides));
+  sim.run();
+  sim.write(dir.string());
+  return dir;
+}
+
+TEST(FlowScenario, SameScenarioAndSeedGiveByteIdenticalRecords) {
+  const auto a = run_flow("a", {});
+  const auto b = run_flow("b", {});
+  for (const char* file :
+       {"steps.csv", "peers.csv", "collectives.csv", "events.csv", "summary.json", "trace.json"}) {
+    const std::string x = slurp(a / file), y = slurp(b / file);
+    EXPECT_FALSE(x.empty()) << file;
+    EXPECT_TRUE(x == y) << file << " differs between two runs of the same scenario and seed";
+  }
+  const std::string steps = slurp(a / "steps.csv");
+  EXPECT_EQ(std::count(steps.begin(), steps.end(), '\n'), 1 + 8 * 8);
+  EXPECT_NE(slurp(a / "summary.json").find("\"world\": \"flow\""), std::string::npos);
+}
+
+TEST(FlowScenario, ContentionSlowsTheStepsItOverlaps) {
+  Simulation sim(parse_scenario(kScenario, "flow-small.yaml", {"events=[]"}));
+  sim.run();
+  Simulation contended(parse_scenario(
+      kScenario, "flow-small.yaml",
+      {"events=[{contention: {from: host0, to: outside, flows: 4, start: {step: 3}}}]"}));
+  contended.run();
+  const auto calm = sim.recorder().cluster_steps();
+  const auto busy = contended.recorder().cluster_steps();
+  ASSERT_EQ(calm.size(), 8u);
+  ASSERT_EQ(busy.size(), 8u);
+  const auto length = [](const ClusterStep& s) { return to_seconds(s.end - s.begin); };
+  EXPECT_NEAR(length(busy[1]), length(calm[1]), 1e-9);  // before: the same
+  EXPECT_GT(length(busy[6]), 1.5 * length(calm[6]));    // during: host0 shares its link 5 ways
+  EXPECT_TRUE(contended.summary()["errors"].empty());
+}
+
+TEST(FlowScenario, AFailedWorkerBecomesAnErrorNotAHang) {
+  Simulation sim(parse_scenario(kScenario, "flow-small.yaml",
+                                {"events=[{fail: {worker: 2, at: {step: 2}}}]", "timeout=5s"}));
+  sim.run();
+  const auto summary = sim.summary();
+  EXPECT_FALSE(summary["errors"].empty());
+  EXPECT_LT(summary["simulation_end_s"].get<double>(), 60.0);
+}
+
+TEST(FlowScenario, AnUnknownWorldIsAnErrorAtItsPlace) {
+  try {
+    parse_scenario("steps: 1\ntopology: {hosts: 2}\nworld: foo\n", "w.yaml");
+    FAIL() << "no error";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_EQ(e.column(), 8);
+    EXPECT_NE(std::string(e.what()).find("unknown world 'foo' (known: ns3, flow)"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kf

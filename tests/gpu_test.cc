@@ -1,0 +1,598 @@
+// The GPU world (issue 8).
+//
+// Without a GPU (and in builds without CUDA) these run: device strategy names, the device
+// pipeline and staged allreduce on a host-memory fake Device (runtime/device.h), and the clear
+// failures of the GPU entry points (GpuContext::open, GpuPeer with NCCL, kfbench --device cuda).
+// With a GPU they also check the CUDA reduction kernels against the CPU kernels bit for bit for
+// every dtype and op, and the NCCL, NCCL_HIERARCHICAL and STAGED allreduce paths (one GPU: single
+// ranks, and two "hosts" of one worker each; two or more GPUs: NCCL across ranks and forests).
+// Tests that need a GPU skip with "no CUDA device: ..." when there is none.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "runtime/device_collectives.h"
+#include "runtime/reduce.h"
+#include "transport/gpu/gpu.h"
+#include "transport/real/peer.h"
+
+#ifdef KF_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "transport/gpu/cuda_device.h"
+#include "transport/gpu/reduce_kernels.h"
+#endif
+
+namespace kf {
+namespace {
+
+using testing::expect_all_ok;
+using testing::run_on_all;
+
+#define KF_NEED_GPU()                                             \
+  do {                                                            \
+    if (const auto why = gpu_unavailable()) GTEST_SKIP() << *why; \
+  } while (0)
+
+// ---- device strategy names ----------------------------------------------------------------------
+
+TEST(DeviceStrategy, ParsesNames) {
+  EXPECT_EQ(parse_device_strategy("NCCL"), DeviceStrategy{.path = DevicePath::nccl});
+  EXPECT_EQ(parse_device_strategy("nccl"), DeviceStrategy{.path = DevicePath::nccl});
+  EXPECT_EQ(parse_device_strategy("NCCL_HIERARCHICAL"),
+            DeviceStrategy{.path = DevicePath::nccl_hierarchical});
+  EXPECT_EQ(parse_device_strategy("staged"), DeviceStrategy{.path = DevicePath::staged});
+  EXPECT_EQ(
+      parse_device_strategy("STAGED:RING_RS_AG"),
+      (DeviceStrategy{.path = DevicePath::staged, .host_strategy = StrategyName::ring_rs_ag}));
+  EXPECT_EQ(parse_device_strategy("binary_tree_star"),
+            (DeviceStrategy{.path = DevicePath::staged,
+                            .host_strategy = StrategyName::binary_tree_star}));
+  EXPECT_EQ(parse_device_strategy("NCCL "), std::nullopt);
+  EXPECT_EQ(parse_device_strategy("STAGED:NOPE"), std::nullopt);
+  EXPECT_EQ(parse_device_strategy(""), std::nullopt);
+  for (const char* name : {"NCCL", "NCCL_HIERARCHICAL", "STAGED", "STAGED:HALVING_DOUBLING"}) {
+    const auto s = parse_device_strategy(name);
+    ASSERT_TRUE(s) << name;
+    EXPECT_EQ(device_strategy_name(*s), name);
+  }
+  for (StrategyName s : kAllStrategyNames) {
+    const auto d = parse_device_strategy(strategy_name(s));
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->host_strategy, s);
+  }
+  EXPECT_NE(device_strategy_names().find("NCCL_HIERARCHICAL"), std::string::npos);
+}
+
+TEST(DeviceStrategy, SequencerRunsInTicketOrder) {
+  PhaseSequencer seq;
+  const auto a = seq.take(), b = seq.take(), c = seq.take();
+  std::vector<int> ran;
+  seq.ready(c, [&] { ran.push_back(3); });
+  seq.ready(b, [&] { ran.push_back(2); });
+  EXPECT_TRUE(ran.empty());
+  seq.ready(a, [&] { ran.push_back(1); });
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3}));
+}
+
+// ---- the device pipeline on a host-memory Device ------------------------------------------------
+
+// A Device on host memory: work runs at once, notify posts. `fail_copies_from` fails every copy
+// after that many (to check error reporting).
+class HostDevice final : public Device {
+ public:
+  explicit HostDevice(int ordinal) { info_.name = "host-fake:" + std::to_string(ordinal); }
+  int copies = 0;
+  int fail_copies_from = -1;
+
+  const DeviceInfo& info() const override { return info_; }
+  Status allocate(std::size_t bytes, void** out) override {
+    *out = std::malloc(std::max<std::size_t>(bytes, 1));
+    return Status{};
+  }
+  void release(void* p) noexcept override { std::free(p); }
+  Status allocate_pinned(std::size_t bytes, void** out) override {
+    ++pinned_allocations;
+    return allocate(bytes, out);
+  }
+  void release_pinned(void* p) noexcept override { std::free(p); }
+  Status create_stream(std::unique_ptr<DeviceStream>* out) override {
+    *out = std::make_unique<DeviceStream>();
+    return Status{};
+  }
+  Status create_event(std::unique_ptr<DeviceEvent>* out) override {
+    *out = std::make_unique<DeviceEvent>();
+    return Status{};
+  }
+  Status copy(void* dst, const void* src, std::size_t bytes, CopyKind, DeviceStream&) override {
+    if (fail_copies_from >= 0 && copies++ >= fail_copies_from)
+      return Status(ErrorCode::device, "fakeMemcpy on " + info_.name + ": injected failure");
+    std::memmove(dst, src, bytes);
+    return Status{};
+  }
+  Status fill_zero(void* dst, std::size_t bytes, DeviceStream&) override {
+    std::memset(dst, 0, bytes);
+    return Status{};
+  }
+  Status reduce(void* dst, const void* src, std::size_t count, DType dtype, ReduceOp op,
+                DeviceStream&) override {
+    reduce_into(dst, src, count, dtype, op);
+    return Status{};
+  }
+  Status divide(void* data, std::size_t count, DType dtype, std::size_t divisor,
+                DeviceStream&) override {
+    kf::divide(data, count, dtype, divisor);
+    return Status{};
+  }
+  Status record(DeviceEvent&, DeviceStream&) override { return Status{}; }
+  Status wait(DeviceStream&, DeviceEvent&) override { return Status{}; }
+  Status synchronize(DeviceStream&) override { return Status{}; }
+  Status notify(DeviceStream&, Executor& executor, std::function<void(Status)> done) override {
+    executor.post([done = std::move(done)] { done(Status{}); });
+    return Status{};
+  }
+  int pinned_allocations = 0;
+
+ private:
+  DeviceInfo info_;
+};
+
+struct FakeRanks {
+  std::vector<std::unique_ptr<HostDevice>> devices;
+  std::vector<std::unique_ptr<DeviceStaging>> staging;
+  explicit FakeRanks(int n, std::size_t piece_bytes) {
+    for (int r = 0; r < n; ++r) {
+      devices.push_back(std::make_unique<HostDevice>(r));
+      std::unique_ptr<DeviceStaging> s;
+      EXPECT_TRUE(DeviceStaging::create(*devices.back(), &s).ok());
+      s->piece_bytes = piece_bytes;
+      staging.push_back(std::move(s));
+    }
+  }
+};
+
+class StagedPipeline
+    : public ::testing::TestWithParam<std::tuple<int, DType, ReduceOp, std::size_t>> {};
+
+TEST_P(StagedPipeline, MatchesTheReference) {
+  const auto [n, dtype, op, piece] = GetParam();
+  if (!reduce_op_supports(op, dtype)) GTEST_SKIP() << "avg needs a floating dtype";
+  constexpr std::size_t kCount = 1000;
+  InprocWorld world(n, {.strategy = StrategyName::ring_rs_ag});
+  FakeRanks fake(n, piece);
+  std::vector<Buffer> data;
+  for (int r = 0; r < n; ++r)
+    data.push_back(testing::make_input(r, kCount, dtype, op));
+  const auto statuses = run_on_all(world, [&](Engine& e, DoneCallback done) {
+    auto& b = data[static_cast<std::size_t>(e.rank())];
+    staged_allreduce(e, *fake.staging[static_cast<std::size_t>(e.rank())],
+                     {.name = "grads",
+                      .input = b.view().data(),
+                      .output = b.view().data(),
+                      .count = kCount,
+                      .dtype = dtype,
+                      .op = op},
+                     nullptr, std::move(done));
+  });
+  expect_all_ok(statuses);
+  const auto ranks = testing::all_ranks(n);
+  for (int r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < kCount; ++i) {
+      const double want = testing::reference(ranks, i, op, dtype);  // avg: divided already
+      ASSERT_NEAR(testing::load(data[static_cast<std::size_t>(r)].view(), i), want,
+                  testing::tolerance(dtype, op) * std::max(1.0, std::abs(want)))
+          << "rank " << r << " element " << i;
+    }
+  }
+  // The pool keeps its pinned block for the next operation.
+  EXPECT_EQ(fake.devices[0]->pinned_allocations, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Host, StagedPipeline,
+    ::testing::Combine(::testing::Values(1, 2, 3),
+                       ::testing::Values(DType::f32, DType::i32, DType::f16, DType::u8),
+                       ::testing::Values(ReduceOp::sum, ReduceOp::max, ReduceOp::avg),
+                       ::testing::Values(std::size_t{64}, std::size_t{4} << 20)));
+
+TEST(StagedPipelineErrors, DeviceFailureNamesTheCallAndTheOperationAndDoesNotHangPeers) {
+  constexpr int n = 3;
+  constexpr std::size_t kCount = 256;
+  InprocWorld world(n);
+  FakeRanks fake(n, 64);
+  fake.devices[1]->fail_copies_from = 2;  // the third copy on rank 1 fails
+  std::vector<std::vector<float>> data(n, std::vector<float>(kCount, 1.0f));
+  const auto statuses = run_on_all(
+      world,
+      [&](Engine& e, DoneCallback done) {
+        auto& v = data[static_cast<std::size_t>(e.rank())];
+        staged_allreduce(e, *fake.staging[static_cast<std::size_t>(e.rank())],
+                         {.name = "grads", .input = v.data(), .output = v.data(), .count = kCount},
+                         nullptr, std::move(done));
+      },
+      std::chrono::seconds(30));
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].to_string();
+  EXPECT_TRUE(statuses[2].ok()) << statuses[2].to_string();
+  ASSERT_FALSE(statuses[1].ok());
+  EXPECT_EQ(statuses[1].code(), ErrorCode::device);
+  EXPECT_NE(statuses[1].message().find("allreduce 'grads' on rank 1"), std::string::npos)
+      << statuses[1].message();
+  EXPECT_NE(statuses[1].message().find("fakeMemcpy"), std::string::npos) << statuses[1].message();
+}
+
+TEST(StagedPipelineErrors, RejectsAvgOnIntegers) {
+  InprocWorld world(1);
+  FakeRanks fake(1, 64);
+  std::vector<std::int32_t> v(8, 1);
+  const auto statuses = run_on_all(world, [&](Engine& e, DoneCallback done) {
+    staged_allreduce(e, *fake.staging[0],
+                     {.name = "x",
+                      .input = v.data(),
+                      .output = v.data(),
+                      .count = v.size(),
+                      .dtype = DType::i32,
+                      .op = ReduceOp::avg},
+                     nullptr, std::move(done));
+  });
+  EXPECT_EQ(statuses[0].code(), ErrorCode::invalid_argument) << statuses[0].to_string();
+}
+
+// ---- without a GPU: clear failures
+// ---------------------------------------------------------------
+
+// A tool of this build: where the build put it, or beside this test's own folder (a bundle made
+// by bench/gpu_bundle.sh, carried elsewhere, keeps the build's layout).
+std::string tool(const char* built, const char* relative) {
+  if (::access(built, X_OK) == 0) return built;
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path() / relative)
+      .string();
+}
+
+bool names_missing_gpu(const std::string& text) {
+  return text.find("no CUDA device") != std::string::npos ||
+         text.find("built without CUDA") != std::string::npos;
+}
+
+TEST(GpuUnavailable, EntryPointsFailWithAClearMessage) {
+  const auto why = gpu_unavailable();
+  if (!why) GTEST_SKIP() << "a CUDA device is present: nothing to check here";
+  EXPECT_TRUE(names_missing_gpu(*why)) << *why;
+  EXPECT_EQ(gpu_device_count(), 0);
+  try {
+    (void)GpuContext::open(0, {});
+    ADD_FAILURE() << "GpuContext::open succeeded without a device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(names_missing_gpu(e.what())) << e.what();
+  }
+  // Selecting NCCL on a peer without a device: an exception with the reason, not a crash.
+  Peer peer(WorkerConfig{.cluster = ClusterSpec::local(1), .rank = 0});
+  try {
+    GpuPeer gpu(peer, {.strategy = {.path = DevicePath::nccl}});
+    ADD_FAILURE() << "GpuPeer with NCCL succeeded without a device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(names_missing_gpu(e.what())) << e.what();
+  }
+}
+
+// kfbench --device cuda: without a GPU a non-zero exit and the reason; with one, a table.
+TEST(GpuUnavailable, KfbenchDeviceCuda) {
+  const std::string out = ::testing::TempDir() + "/kfbench_device_cuda.txt";
+  const std::string cmd = std::string(
+                              "env -u KUNGFU_SELF_SPEC -u KUNGFU_INIT_PEERS -u RANK "
+                              "-u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID ") +
+                          tool(KFBENCH, "apps/kfbench") +
+                          " allreduce --device cuda -b 1K -e 64K -n 3 -w 1 > " + out + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::string text;
+  if (FILE* f = std::fopen(out.c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      text.append(buf, got);
+    std::fclose(f);
+  }
+  if (gpu_unavailable()) {
+    EXPECT_NE(status, 0) << text;
+    EXPECT_TRUE(names_missing_gpu(text)) << text;
+    EXPECT_NE(text.find("kfbench: --device cuda:"), std::string::npos) << text;
+  } else {
+    EXPECT_EQ(status, 0) << text;
+    EXPECT_NE(text.find("Avg bus bandwidth"), std::string::npos) << text;
+  }
+}
+
+// kftrain -gpu without a GPU: a non-zero exit naming why, before any peer is waited for.
+TEST(GpuUnavailable, KftrainGpu) {
+  if (!gpu_unavailable()) GTEST_SKIP() << "a CUDA device is present: nothing to check here";
+  const std::string out = ::testing::TempDir() + "/kftrain_gpu.txt";
+  const std::string cmd = std::string(
+                              "env -u KUNGFU_SELF_SPEC -u KUNGFU_INIT_PEERS -u RANK "
+                              "-u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID ") +
+                          tool(KFTRAIN, "apps/kftrain") + " -gpu -gpu-strategy NCCL -steps 1 > " +
+                          out + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::string text;
+  if (FILE* f = std::fopen(out.c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      text.append(buf, got);
+    std::fclose(f);
+  }
+  EXPECT_NE(status, 0) << text;
+  EXPECT_NE(text.find("kftrain: -gpu: "), std::string::npos) << text;
+  EXPECT_TRUE(names_missing_gpu(text)) << text;
+}
+
+#ifdef KF_WITH_CUDA
+
+// ---- with a GPU: kernels ------------------------------------------------------------------------
+
+// Random finite values (floats) or random bits (integers).
+std::vector<std::byte> random_elements(std::size_t count, DType t, std::mt19937_64& rng) {
+  std::vector<std::byte> out(count * dtype_size(t));
+  if (!is_floating(t)) {
+    for (auto& b : out)
+      b = static_cast<std::byte>(rng());
+    return out;
+  }
+  Buffer b(count, t);
+  std::uniform_real_distribution<double> dist(-100.0, 100.0);
+  for (std::size_t i = 0; i < count; ++i)
+    testing::store(b.view(), i, dist(rng));
+  std::memcpy(out.data(), b.view().data(), out.size());
+  return out;
+}
+
+class GpuKernels : public ::testing::TestWithParam<std::tuple<DType, ReduceOp>> {};
+
+TEST_P(GpuKernels, MatchTheCpuKernelsBitForBit) {
+  KF_NEED_GPU();
+  const auto [dtype, op] = GetParam();
+  if (!reduce_op_supports(op, dtype)) GTEST_SKIP() << "avg needs a floating dtype";
+  std::mt19937_64 rng(42 + static_cast<int>(dtype) * 7 + static_cast<int>(op));
+  const std::size_t elem = dtype_size(dtype);
+  // Sizes around the vector width and a large odd one; offsets misalign the element loop path.
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{33},
+                            std::size_t{4096}, std::size_t{1000003}}) {
+    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+      const auto a = random_elements(count + offset, dtype, rng);
+      const auto b = random_elements(count + offset, dtype, rng);
+      auto want = a;
+      reduce_into(want.data() + offset * elem, b.data() + offset * elem, count, dtype, op);
+      if (op == ReduceOp::avg) divide(want.data() + offset * elem, count, dtype, 3);
+      void *da = nullptr, *db = nullptr;
+      ASSERT_EQ(cudaMalloc(&da, a.size() + 1), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&db, b.size() + 1), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(da, a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(db, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      auto* pa = static_cast<std::byte*>(da) + offset * elem;
+      auto* pb = static_cast<std::byte*>(db) + offset * elem;
+      ASSERT_EQ(gpu::launch_reduce(pa, pb, count, dtype, op, nullptr, 0), cudaSuccess);
+      if (op == ReduceOp::avg) {
+        ASSERT_EQ(gpu::launch_divide(pa, count, dtype, 3, nullptr, 0), cudaSuccess);
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<std::byte> got(a.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), da, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(da);
+      cudaFree(db);
+      for (std::size_t i = 0; i < count + offset; ++i) {
+        ASSERT_EQ(std::memcmp(got.data() + i * elem, want.data() + i * elem, elem), 0)
+            << dtype_name(dtype) << " " << reduce_op_name(op) << " count " << count << " offset "
+            << offset << ": element " << i << " differs";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypesAndOps, GpuKernels,
+                         ::testing::Combine(::testing::ValuesIn(kAllDTypes),
+                                            ::testing::ValuesIn(kAllReduceOps)),
+                         [](const auto& p) {
+                           return std::string(dtype_name(std::get<0>(p.param))) + "_" +
+                                  std::string(reduce_op_name(std::get<1>(p.param)));
+                         });
+
+TEST(GpuDevice, CopiesAndNotifies) {
+  KF_NEED_GPU();
+  std::unique_ptr<gpu::CudaDevice> device;
+  ASSERT_TRUE(gpu::CudaDevice::open(0, &device).ok());
+  EXPECT_GT(device->info().memory_bandwidth_gbs, 0) << device->info().name;
+  std::unique_ptr<DeviceStream> stream;
+  ASSERT_TRUE(device->create_stream(&stream).ok());
+  void *d = nullptr, *pinned = nullptr;
+  ASSERT_TRUE(device->allocate(1 << 20, &d).ok());
+  ASSERT_TRUE(device->allocate_pinned(1 << 20, &pinned).ok());
+  std::memset(pinned, 7, 1 << 20);
+  ASSERT_TRUE(device->copy(d, pinned, 1 << 20, CopyKind::host_to_device, *stream).ok());
+  ASSERT_TRUE(device->fill_zero(pinned, 0, *stream).ok());
+  std::vector<std::byte> back(1 << 20);
+  ASSERT_TRUE(device->copy(back.data(), d, back.size(), CopyKind::device_to_host, *stream).ok());
+  EventLoop loop;
+  std::promise<Status> notified;
+  ASSERT_TRUE(device->notify(*stream, loop, [&](Status s) { notified.set_value(s); }).ok());
+  auto f = notified.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(f.get().ok());
+  EXPECT_EQ(back[12345], std::byte{7});
+  // An error names the call and the device.
+  void* huge = nullptr;
+  const Status s = device->allocate(std::size_t{1} << 62, &huge);
+  EXPECT_EQ(s.code(), ErrorCode::device);
+  EXPECT_NE(s.message().find("cudaMalloc"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cuda:0"), std::string::npos) << s.message();
+  device->release(d);
+  device->release_pinned(pinned);
+}
+
+// ---- with a GPU: the allreduce paths ------------------------------------------------------------
+
+void check_single_rank_path(const char* strategy, DType dtype, ReduceOp op) {
+  Peer peer(WorkerConfig{.cluster = ClusterSpec::local(1), .rank = 0});
+  GpuPeer gpu(peer, {.strategy = *parse_device_strategy(strategy), .piece_bytes = 1 << 16});
+  ASSERT_TRUE(gpu.prepare().ok());
+  constexpr std::size_t kCount = 100000;
+  Buffer in = testing::make_input(0, kCount, dtype, op);
+  void *din = nullptr, *dout = nullptr;
+  ASSERT_TRUE(gpu.device().allocate(in.size_bytes(), &din).ok());
+  ASSERT_TRUE(gpu.device().allocate(in.size_bytes(), &dout).ok());
+  ASSERT_EQ(cudaMemcpy(din, in.view().data(), in.size_bytes(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // pageable copies may return before landing
+  const Status s = gpu.allreduce(din, dout, kCount, dtype, op);
+  ASSERT_TRUE(s.ok()) << strategy << ": " << s.to_string();
+  Buffer out(kCount, dtype);
+  ASSERT_EQ(cudaMemcpy(out.view().data(), dout, out.size_bytes(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(std::memcmp(out.view().data(), in.view().data(), in.size_bytes()), 0)
+      << strategy << " " << dtype_name(dtype) << ": one rank's allreduce must be its input";
+  gpu.device().release(din);
+  gpu.device().release(dout);
+}
+
+TEST(GpuPaths, SingleRankEveryPath) {
+  KF_NEED_GPU();
+  for (const char* s : {"NCCL", "NCCL_HIERARCHICAL", "STAGED", "STAGED:RING_RS_AG"}) {
+    check_single_rank_path(s, DType::f32, ReduceOp::sum);
+    check_single_rank_path(s, DType::bf16, ReduceOp::avg);
+    check_single_rank_path(s, DType::u16, ReduceOp::max);  // NCCL lacks u16: the fallbacks
+  }
+}
+
+// n in-process ranks, each with its own GpuContext on GPU `ordinal(r)`.
+struct GpuRanks {
+  InprocWorld world;
+  std::vector<std::unique_ptr<GpuContext>> contexts;
+  GpuRanks(ClusterSpec cluster, const char* strategy, const std::function<int(int)>& ordinal)
+      : world(std::move(cluster), {.timeout = std::chrono::seconds(60)}) {
+    for (int r = 0; r < world.size(); ++r) {
+      contexts.push_back(GpuContext::open(
+          ordinal(r), {.strategy = *parse_device_strategy(strategy), .piece_bytes = 1 << 16}));
+    }
+  }
+  ~GpuRanks() {
+    run_on_all(world, [&](Engine& e, DoneCallback done) {
+      contexts[static_cast<std::size_t>(e.rank())]->shutdown();
+      e.reject(std::move(done), Status{});
+    });
+  }
+
+  // Allreduce of testing::make_input on every rank; checks every element against the reference.
+  void allreduce_and_check(DType dtype, ReduceOp op, std::size_t count) {
+    const int n = world.size();
+    std::vector<void*> bufs(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      Buffer in = testing::make_input(r, count, dtype, op);
+      Device& d = contexts[static_cast<std::size_t>(r)]->device();
+      ASSERT_TRUE(d.allocate(in.size_bytes(), &bufs[static_cast<std::size_t>(r)]).ok());
+      ASSERT_EQ(cudaSetDevice(d.info().ordinal), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(bufs[static_cast<std::size_t>(r)], in.view().data(), in.size_bytes(),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+    const auto statuses = run_on_all(world, [&](Engine& e, DoneCallback done) {
+      void* b = bufs[static_cast<std::size_t>(e.rank())];
+      contexts[static_cast<std::size_t>(e.rank())]->allreduce(
+          e, {.name = "g", .input = b, .output = b, .count = count, .dtype = dtype, .op = op},
+          std::move(done));
+    });
+    expect_all_ok(statuses);
+    const auto ranks = testing::all_ranks(n);
+    for (int r = 0; r < n; ++r) {
+      Buffer out(count, dtype);
+      Device& d = contexts[static_cast<std::size_t>(r)]->device();
+      ASSERT_EQ(cudaSetDevice(d.info().ordinal), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(out.view().data(), bufs[static_cast<std::size_t>(r)], out.size_bytes(),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      d.release(bufs[static_cast<std::size_t>(r)]);
+      for (std::size_t i = 0; i < count; ++i) {
+        const double want = testing::reference(ranks, i, op, dtype);
+        ASSERT_NEAR(testing::load(out.view(), i), want,
+                    testing::tolerance(dtype, op) * std::max(1.0, std::abs(want)))
+            << "rank " << r << " element " << i;
+      }
+    }
+  }
+};
+
+ClusterSpec hosts_of(const std::vector<int>& workers_per_host) {
+  std::vector<PeerID> workers;
+  for (std::size_t h = 0; h < workers_per_host.size(); ++h)
+    for (int j = 0; j < workers_per_host[h]; ++j)
+      workers.push_back(
+          {"127.0.0." + std::to_string(h + 1), static_cast<std::uint16_t>(10000 + j)});
+  return ClusterSpec(1, {}, workers);
+}
+
+TEST(GpuPaths, TwoHostsOfOneWorkerOnOneGpu) {
+  KF_NEED_GPU();
+  // Per-host NCCL communicators of one rank each, so every rank may share GPU 0: the host masters'
+  // TCP allreduce over staged pinned copies is what is tested.
+  for (const char* strategy : {"NCCL_HIERARCHICAL", "STAGED", "STAGED:BINARY_TREE_STAR"}) {
+    GpuRanks ranks(hosts_of({1, 1, 1}), strategy, [](int) { return 0; });
+    ranks.allreduce_and_check(DType::f32, ReduceOp::sum, 300000);
+    ranks.allreduce_and_check(DType::f16, ReduceOp::avg, 70001);
+    ranks.allreduce_and_check(DType::i64, ReduceOp::min, 1000);
+  }
+}
+
+TEST(GpuPaths, NcclAcrossGpus) {
+  KF_NEED_GPU();
+  const int gpus = gpu_device_count();
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL takes one rank per GPU); found " << gpus;
+  for (const char* strategy : {"NCCL", "NCCL_HIERARCHICAL"}) {
+    // Two hosts of two workers when there are 4 GPUs, else one host of all of them.
+    GpuRanks ranks(gpus >= 4 ? hosts_of({2, 2}) : hosts_of({gpus}), strategy,
+                   [](int r) { return r; });
+    ranks.allreduce_and_check(DType::f32, ReduceOp::sum, 1 << 20);
+    ranks.allreduce_and_check(DType::bf16, ReduceOp::avg, 12345);
+    ranks.allreduce_and_check(DType::i16, ReduceOp::max, 777);  // allgather + fold / staged
+  }
+}
+
+TEST(GpuPaths, ForestCommunicators) {
+  KF_NEED_GPU();
+  const int gpus = gpu_device_count();
+  if (gpus < 3) GTEST_SKIP() << "needs 3 GPUs; found " << gpus;
+  GpuRanks ranks(hosts_of({3}), "NCCL", [](int r) { return r; });
+  const std::vector<int> forest{0, 0, 2};  // {0, 1} and {2}
+  std::vector<float*> bufs(3);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> v(1000, static_cast<float>(r + 1));
+    void* p = nullptr;
+    ASSERT_TRUE(ranks.contexts[static_cast<std::size_t>(r)]->device().allocate(4000, &p).ok());
+    bufs[static_cast<std::size_t>(r)] = static_cast<float*>(p);
+    ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(p, v.data(), 4000, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  expect_all_ok(run_on_all(ranks.world, [&](Engine& e, DoneCallback done) {
+    float* b = bufs[static_cast<std::size_t>(e.rank())];
+    ranks.contexts[static_cast<std::size_t>(e.rank())]->subset_allreduce(
+        e, {.name = "f", .input = b, .output = b, .count = 1000}, forest, std::move(done));
+  }));
+  const float want[3] = {3, 3, 3};
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> v(1000);
+    ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(v.data(), bufs[static_cast<std::size_t>(r)], 4000, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(v[999], want[r]) << "rank " << r;
+    ranks.contexts[static_cast<std::size_t>(r)]->device().release(
+        bufs[static_cast<std::size_t>(r)]);
+  }
+}
+
+#endif  // KF_WITH_CUDA
+
+}  // namespace
+}  // namespace kf

@@ -1,0 +1,57 @@
+#include "transport/sim/event_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kf {
+
+Executor::TimerId EventQueue::post_after(Duration delay, Task task) {
+  return schedule_at(now_ + std::max<std::int64_t>(0, delay.count()), std::move(task));
+}
+
+Executor::TimerId EventQueue::schedule_at(std::int64_t at_ns, Task task) {
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& s = slots_[slot];
+  s.task = std::move(task);
+  s.live = true;
+  heap_.push({std::max(at_ns, now_), seq_++, slot});
+  return (static_cast<TimerId>(s.generation) << 32) | slot;
+}
+
+void EventQueue::cancel(TimerId id) {
+  const auto slot = static_cast<std::uint32_t>(id & 0xFFFFFFFFu);
+  if (slot >= slots_.size()) return;
+  Slot& s = slots_[slot];
+  if (!s.live || s.generation != static_cast<std::uint32_t>(id >> 32)) return;
+  // The heap entry stays and is skipped when it comes up; the slot is freed then.
+  s.live = false;
+  s.task = nullptr;
+}
+
+void EventQueue::run() {
+  stopped_ = false;
+  while (!stopped_ && !heap_.empty()) {
+    const Entry e = heap_.top();
+    heap_.pop();
+    Slot& s = slots_[e.slot];
+    const bool live = s.live;
+    Task task = std::move(s.task);
+    s.task = nullptr;
+    s.live = false;
+    ++s.generation;
+    free_.push_back(e.slot);
+    if (!live) continue;
+    now_ = e.at;
+    ++executed_;
+    task();
+  }
+}
+
+}  // namespace kf

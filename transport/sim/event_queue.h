@@ -1,0 +1,56 @@
+// EventQueue: the flow world's Executor, a discrete-event queue on a simulated clock. Events run
+// in time order, and events due at the same instant in the order they were posted, so a run is a
+// pure function of its inputs. Single-threaded: post() and post_after() are called only from
+// inside events (or before run()).
+#pragma once
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "runtime/executor.h"
+
+namespace kf {
+
+class EventQueue final : public Executor {
+ public:
+  TimePoint now() const override { return TimePoint(Duration(now_)); }
+  void post(Task task) override { schedule_at(now_, std::move(task)); }
+  TimerId post_after(Duration delay, Task task) override;
+  void cancel(TimerId id) override;
+
+  // `task` at simulated time `at_ns` (not before now).
+  TimerId schedule_at(std::int64_t at_ns, Task task);
+  std::int64_t now_ns() const { return now_; }
+
+  // Runs events until none is left or stop() is called (from inside an event).
+  void run();
+  void stop() { stopped_ = true; }
+  std::uint64_t executed() const { return executed_; }
+  std::size_t pending() const { return heap_.size(); }
+
+ private:
+  struct Entry {
+    std::int64_t at;
+    std::uint64_t seq;  // ties at one instant: first posted, first run
+    std::uint32_t slot;
+    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+  };
+  // Tasks live in slots reused through a free list; a TimerId is (generation << 32 | slot), so a
+  // stale id (its timer fired or was cancelled, the slot reused) cancels nothing.
+  struct Slot {
+    Task task;
+    std::uint32_t generation = 0;
+    bool live = false;
+  };
+
+  std::int64_t now_ = 0;
+  std::uint64_t seq_ = 0;
+  std::uint64_t executed_ = 0;
+  bool stopped_ = false;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_;
+};
+
+}  // namespace kf

@@ -1,0 +1,490 @@
+#include "transport/sim/flow_world.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "transport/sim/event_queue.h"
+#include "transport/sim/flow_network.h"
+#include "transport/sim/flow_routes.h"
+
+namespace kf {
+
+namespace {
+
+// Bytes a message occupies on the wire besides its payload, as the real transport frames it (and
+// as the ns-3 world counts it).
+constexpr std::uint64_t kFrameHeaderBytes = 40;
+// Per TCP segment: IPv4 (20) + TCP (20) + timestamp option (12); the ns-3 world sizes segments
+// so that one fills the smallest MTU. Per packet on a point-to-point link: PPP (2).
+constexpr std::uint64_t kTcpIpHeaderBytes = 52;
+constexpr std::uint64_t kPppHeaderBytes = 2;
+
+std::uint64_t wire_bytes(const Message& m) {
+  return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
+}
+
+// ---- Compute: simulated time passes (the ns-3 world's SimCompute, on this world's clock) ----
+
+class FlowCompute final : public Compute {
+ public:
+  FlowCompute(EventQueue& clock, std::uint64_t seed, int rank, double jitter)
+      : clock_(clock),
+        rng_(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank)),
+        jitter_(jitter) {}
+
+  void run(ComputeWork work, std::function<void()> done) override {
+    if (work.numeric) work.numeric();  // real math, at this simulated instant
+    double scale = factor;
+    if (jitter_ > 0) {
+      // The same draw as the ns-3 world: 53 random bits -> [0, 1), by hand.
+      const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+      scale *= 1.0 + jitter_ * (2 * u - 1);
+    }
+    const auto scaled = std::chrono::nanoseconds(
+        static_cast<std::int64_t>(static_cast<double>(work.profiled.count()) * scale));
+    clock_.post_after(scaled, std::move(done));
+  }
+  double factor = 1.0;  // straggler slowdown
+
+ private:
+  EventQueue& clock_;
+  std::mt19937_64 rng_;
+  double jitter_;
+};
+
+}  // namespace
+
+class FlowWorld::Impl {
+ public:
+  Impl(const PhysicalTopology& topology, FlowOptions options);
+
+  // One ordered worker pair, as one TCP connection: messages leave in order at the flow's rate.
+  struct Connection {
+    Impl* world = nullptr;
+    int src = 0;
+    int dst = 0;
+    std::vector<int> route;
+    std::int64_t latency_ns = 0;    // propagation along the route
+    double forward_s_per_byte = 0;  // store-and-forward: sum over hops after the first of 1 / rate
+    bool open = false;              // handshake done
+    bool opening = false;
+    bool closed = false;                                     // by a failure: nothing more is sent
+    std::deque<std::pair<Message, std::uint64_t>> queue;     // not fully sent yet
+    double front_sent = 0;                                   // bytes of the front message sent
+    FlowNetwork::FlowId flow = -1;                           // active while the queue is not
+    std::int64_t settled_at = 0;                             // front_sent is as of this time
+    std::uint64_t generation = 0;                            // of the pending "front sent" event
+    std::deque<std::pair<Message, std::uint64_t>> arriving;  // sent, crossing the path
+    std::int64_t last_arrival = 0;
+  };
+
+  // A worker slot's Transport: hands over arrivals, keeping them while no engine listens.
+  class Port final : public Transport {
+   public:
+    Port(Impl& world, int rank) : world_(world), rank_(rank) {}
+    void set_handlers(Handlers handlers) override {
+      handlers_ = std::move(handlers);
+      if (handlers_.on_message && !parked_.empty()) {
+        world_.clock.post([this] { deliver_parked(); });
+      }
+    }
+    void send(int destination, Message message) override {
+      world_.send(rank_, destination, std::move(message));
+    }
+    void deliver(int source, Message message) {
+      if (handlers_.on_message && parked_.empty()) {
+        handlers_.on_message(source, std::move(message));
+      } else {
+        parked_.emplace_back(source, std::move(message));
+      }
+    }
+    void deliver_parked() {
+      while (handlers_.on_message && !parked_.empty()) {
+        auto [source, message] = std::move(parked_.front());
+        parked_.pop_front();
+        handlers_.on_message(source, std::move(message));
+      }
+    }
+    Handlers handlers_;
+    std::deque<std::pair<int, Message>> parked_;
+
+   private:
+    Impl& world_;
+    int rank_;
+  };
+
+  struct Background {
+    std::vector<FlowNetwork::FlowId> flows;
+    bool active = true;
+  };
+
+  // Who a flow belongs to: a connection, or (connection null) a background flow.
+  struct Owner {
+    Connection* connection = nullptr;
+    std::int64_t settled_at = 0;  // background: bytes counted up to this time
+  };
+
+  double payload_rate(double bandwidth_bps) const {
+    return bandwidth_bps / 8 * static_cast<double>(segment) /
+           static_cast<double>(segment + kTcpIpHeaderBytes + kPppHeaderBytes);
+  }
+  std::int64_t now() const { return clock.now_ns(); }
+
+  Connection* find_connection(int src, int dst) const;
+  Connection& connection(int src, int dst);
+  void measure(Connection& c);
+  void send(int src, int dst, Message message);
+  void start_flow(Connection& c);
+  void stop_flow(Connection& c);
+  void apply_changes();
+  void settle(Connection& c, double rate);
+  void reschedule(Connection& c);
+  void front_sent(Connection& c, std::uint64_t generation);
+  void arrive(Connection& c);
+  void lost_later(int observer, int peer, std::int64_t at, const char* why);
+  void lost(int observer, int peer, const std::string& why);
+
+  EventQueue clock;
+  PhysicalTopology topo;
+  FlowRoutes routes;
+  FlowNetwork network;
+  FlowOptions options;
+  std::uint64_t segment = 0;  // TCP payload bytes per segment
+  std::vector<double> link_bandwidth;
+  std::vector<std::int64_t> link_latency;
+  std::vector<std::unique_ptr<Port>> ports;
+  std::vector<std::unique_ptr<FlowCompute>> computes;
+  // Per source: (destination, connection), few each (a ring has one, a star's root n - 1).
+  std::vector<std::vector<std::pair<int, Connection*>>> connections_from;
+  std::vector<std::unique_ptr<Connection>> connection_list;  // in creation order
+  std::vector<Owner> owners;                                 // by flow id
+  std::vector<bool> failed;
+  std::vector<std::set<int>> reported_lost;
+  std::map<int, Background> backgrounds;
+  int next_background = 0;
+  double background_bytes = 0;  // of stopped flows and settled parts of running ones
+  WorldStats stats;
+};
+
+FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
+    : topo(topology), routes(topo), options(opts) {
+  std::uint32_t min_mtu = 65535;
+  for (const auto& l : topo.links)
+    min_mtu = std::min(min_mtu, l.spec.mtu);
+  segment = min_mtu - kTcpIpHeaderBytes;
+  for (const auto& l : topo.links) {
+    link_bandwidth.push_back(l.spec.bandwidth_bps);
+    link_latency.push_back(l.spec.latency.count());
+    network.add_channel(payload_rate(l.spec.bandwidth_bps));  // a -> b
+    network.add_channel(payload_rate(l.spec.bandwidth_bps));  // b -> a
+  }
+  const int n = static_cast<int>(topo.worker_node.size());
+  failed.assign(static_cast<std::size_t>(n), false);
+  connections_from.resize(static_cast<std::size_t>(n));
+  reported_lost.resize(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ports.push_back(std::make_unique<Port>(*this, r));
+    computes.push_back(
+        std::make_unique<FlowCompute>(clock, options.seed, r, options.compute_jitter));
+  }
+}
+
+FlowWorld::Impl::Connection* FlowWorld::Impl::find_connection(int src, int dst) const {
+  for (const auto& [d, c] : connections_from[static_cast<std::size_t>(src)])
+    if (d == dst) return c;
+  return nullptr;
+}
+
+FlowWorld::Impl::Connection& FlowWorld::Impl::connection(int src, int dst) {
+  if (Connection* c = find_connection(src, dst)) return *c;
+  auto c = std::make_unique<Connection>();
+  c->world = this;
+  c->src = src;
+  c->dst = dst;
+  c->route = routes.route(topo.worker_node[static_cast<std::size_t>(src)],
+                          topo.worker_node[static_cast<std::size_t>(dst)]);
+  measure(*c);
+  connections_from[static_cast<std::size_t>(src)].emplace_back(dst, c.get());
+  connection_list.push_back(std::move(c));
+  return *connection_list.back();
+}
+
+// The route's latency and store-and-forward terms from the links' current specs.
+void FlowWorld::Impl::measure(Connection& c) {
+  c.latency_ns = 0;
+  c.forward_s_per_byte = 0;
+  for (std::size_t h = 0; h < c.route.size(); ++h) {
+    const auto link = static_cast<std::size_t>(link_of(c.route[h]));
+    c.latency_ns += link_latency[link];
+    if (h > 0) c.forward_s_per_byte += 8 / link_bandwidth[link];
+  }
+}
+
+void FlowWorld::Impl::send(int src, int dst, Message message) {
+  if (failed[static_cast<std::size_t>(src)]) return;
+  if (dst < 0 || dst >= static_cast<int>(ports.size()) || dst == src) return;
+  const bool fresh = find_connection(src, dst) == nullptr;
+  Connection& c = connection(src, dst);
+  if (c.closed) return;  // the peer's end closed: already reported
+  if (failed[static_cast<std::size_t>(dst)]) {
+    // No one listens there any more: the connection attempt is refused after a round trip.
+    if (fresh) lost_later(src, dst, now() + 2 * c.latency_ns, "connection refused");
+    c.closed = true;
+    return;
+  }
+  const std::uint64_t bytes = wire_bytes(message);
+  c.queue.emplace_back(std::move(message), bytes);
+  if (!c.open) {
+    if (!c.opening) {
+      c.opening = true;
+      // SYN out, SYN-ACK back: data follows one round trip after the first send.
+      clock.schedule_at(now() + 2 * c.latency_ns, [cp = &c] {
+        cp->open = true;
+        if (!cp->closed) cp->world->start_flow(*cp);
+      });
+    }
+    return;
+  }
+  if (c.flow < 0) start_flow(c);
+}
+
+void FlowWorld::Impl::start_flow(Connection& c) {
+  if (c.flow >= 0 || c.queue.empty()) return;
+  c.front_sent = 0;
+  c.settled_at = now();
+  c.flow = network.add_flow(c.route);
+  if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
+  owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
+  apply_changes();
+}
+
+void FlowWorld::Impl::stop_flow(Connection& c) {
+  if (c.flow < 0) return;
+  const FlowNetwork::FlowId id = c.flow;
+  c.flow = -1;
+  ++c.generation;  // its pending "front sent" event is void
+  owners[static_cast<std::size_t>(id)] = {};
+  network.remove_flow(id);
+  apply_changes();
+}
+
+// Settles every flow whose rate changed at its old rate up to now, then reschedules it.
+void FlowWorld::Impl::apply_changes() {
+  for (const auto& change : network.changes()) {
+    Owner& o = owners[static_cast<std::size_t>(change.flow)];
+    if (o.connection != nullptr) {
+      settle(*o.connection, change.old_rate);
+      reschedule(*o.connection);
+    } else {
+      background_bytes += change.old_rate * static_cast<double>(now() - o.settled_at) * 1e-9;
+      o.settled_at = now();
+    }
+  }
+}
+
+void FlowWorld::Impl::settle(Connection& c, double rate) {
+  c.front_sent += rate * static_cast<double>(now() - c.settled_at) * 1e-9;
+  c.settled_at = now();
+}
+
+// Schedules the moment the front message's last byte leaves, at the flow's current rate.
+void FlowWorld::Impl::reschedule(Connection& c) {
+  const std::uint64_t generation = ++c.generation;
+  const double left = static_cast<double>(c.queue.front().second) - c.front_sent;
+  const double rate = network.rate(c.flow);
+  const auto wait =
+      left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9));
+  clock.schedule_at(now() + wait,
+                    [cp = &c, generation] { cp->world->front_sent(*cp, generation); });
+}
+
+void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
+  if (generation != c.generation) return;  // the rate changed since: rescheduled
+  settle(c, network.rate(c.flow));
+  auto [message, bytes] = std::move(c.queue.front());
+  c.queue.pop_front();
+  c.front_sent = std::max(0.0, c.front_sent - static_cast<double>(bytes));
+  // Its last packet is stored and forwarded at every hop after the first.
+  const auto last_packet =
+      static_cast<double>(std::min(bytes, segment) + kTcpIpHeaderBytes + kPppHeaderBytes);
+  const auto arrival = std::max(
+      c.last_arrival,
+      now() + c.latency_ns +
+          static_cast<std::int64_t>(std::llround(last_packet * c.forward_s_per_byte * 1e9)));
+  c.last_arrival = arrival;
+  c.arriving.emplace_back(std::move(message), bytes);
+  clock.schedule_at(arrival, [cp = &c] { cp->world->arrive(*cp); });
+  if (!c.queue.empty()) {
+    reschedule(c);  // same rate: no other flow is affected
+  } else {
+    stop_flow(c);
+  }
+}
+
+void FlowWorld::Impl::arrive(Connection& c) {
+  auto [message, bytes] = std::move(c.arriving.front());
+  c.arriving.pop_front();
+  ++stats.messages;
+  stats.message_bytes += bytes;
+  if (failed[static_cast<std::size_t>(c.dst)]) return;
+  ports[static_cast<std::size_t>(c.dst)]->deliver(c.src, std::move(message));
+}
+
+void FlowWorld::Impl::lost_later(int observer, int peer, std::int64_t at, const char* why) {
+  clock.schedule_at(at, [this, observer, peer, why] { lost(observer, peer, why); });
+}
+
+void FlowWorld::Impl::lost(int observer, int peer, const std::string& why) {
+  if (failed[static_cast<std::size_t>(observer)]) return;
+  if (!reported_lost[static_cast<std::size_t>(observer)].insert(peer).second) return;
+  const auto& on_lost = ports[static_cast<std::size_t>(observer)]->handlers_.on_peer_lost;
+  if (on_lost) on_lost(peer, Status(ErrorCode::peer_lost, why));
+}
+
+// ---- public surface ----
+
+FlowWorld::FlowWorld(const PhysicalTopology& topology, FlowOptions options)
+    : impl_(std::make_unique<Impl>(topology, options)) {}
+
+FlowWorld::~FlowWorld() = default;
+
+int FlowWorld::workers() const {
+  return static_cast<int>(impl_->ports.size());
+}
+Executor& FlowWorld::executor() {
+  return impl_->clock;
+}
+Transport& FlowWorld::transport(int rank) {
+  return *impl_->ports.at(static_cast<std::size_t>(rank));
+}
+Compute& FlowWorld::compute(int rank) {
+  return *impl_->computes.at(static_cast<std::size_t>(rank));
+}
+
+void FlowWorld::run() {
+  impl_->clock.run();
+}
+void FlowWorld::stop() {
+  impl_->clock.stop();
+}
+TimePoint FlowWorld::now() const {
+  return impl_->clock.now();
+}
+
+WorldStats FlowWorld::stats() const {
+  WorldStats s = impl_->stats;
+  s.simulator_events = impl_->clock.executed();
+  double background = impl_->background_bytes;
+  for (const auto& [id, b] : impl_->backgrounds) {
+    if (!b.active) continue;
+    for (FlowNetwork::FlowId f : b.flows) {
+      background += impl_->network.rate(f) *
+                    static_cast<double>(impl_->now() -
+                                        impl_->owners[static_cast<std::size_t>(f)].settled_at) *
+                    1e-9;
+    }
+  }
+  s.background_bytes = static_cast<std::uint64_t>(background);
+  return s;
+}
+
+FlowStats FlowWorld::flow_stats() const {
+  return {.rate_solves = impl_->network.solves(),
+          .solved_flows = impl_->network.solved_flows(),
+          .connections = impl_->connection_list.size()};
+}
+
+void FlowWorld::set_straggler(int rank, double factor) {
+  impl_->computes.at(static_cast<std::size_t>(rank))->factor = factor;
+}
+
+int FlowWorld::start_background(const std::string& from, const std::string& to,
+                                std::optional<double> rate_bps, int flows) {
+  Impl& w = *impl_;
+  const int a = w.topo.find_node(from);
+  const int b = w.topo.find_node(to);
+  if (a < 0 || b < 0) {
+    throw std::invalid_argument("background traffic: no node '" + (a < 0 ? from : to) + "'");
+  }
+  if (a == b) throw std::invalid_argument("background traffic from '" + from + "' to itself");
+  const std::vector<int> route = w.routes.route(a, b);
+  const int id = w.next_background++;
+  Impl::Background& bg = w.backgrounds[id];
+  for (int f = 0; f < flows; ++f) {
+    const FlowNetwork::FlowId flow =
+        w.network.add_flow(route, rate_bps ? *rate_bps / 8 : FlowNetwork::kUncapped);
+    if (w.owners.size() <= static_cast<std::size_t>(flow)) w.owners.resize(flow + 1);
+    w.owners[static_cast<std::size_t>(flow)] = {nullptr, w.now()};
+    w.apply_changes();
+    bg.flows.push_back(flow);
+  }
+  return id;
+}
+
+void FlowWorld::stop_background(int id) {
+  Impl& w = *impl_;
+  auto it = w.backgrounds.find(id);
+  if (it == w.backgrounds.end() || !it->second.active) return;
+  it->second.active = false;
+  for (FlowNetwork::FlowId f : it->second.flows) {
+    Impl::Owner& o = w.owners[static_cast<std::size_t>(f)];
+    w.background_bytes += w.network.rate(f) * static_cast<double>(w.now() - o.settled_at) * 1e-9;
+    o = {};
+    w.network.remove_flow(f);
+    w.apply_changes();
+  }
+}
+
+void FlowWorld::set_link(const std::string& link, std::optional<double> bandwidth_bps,
+                         std::optional<std::chrono::nanoseconds> latency) {
+  Impl& w = *impl_;
+  const int index = w.topo.find_link(link);
+  if (index < 0) throw std::invalid_argument("link change: no link '" + link + "'");
+  const auto i = static_cast<std::size_t>(index);
+  if (bandwidth_bps) {
+    w.link_bandwidth[i] = *bandwidth_bps;
+    for (const bool from_a : {true, false}) {
+      w.network.set_capacity(channel_of(index, from_a), w.payload_rate(*bandwidth_bps));
+      w.apply_changes();
+    }
+  }
+  if (latency) w.link_latency[i] = latency->count();
+  // Messages already under way keep the delay they left with.
+  for (const auto& c : w.connection_list) {
+    if (std::any_of(c->route.begin(), c->route.end(),
+                    [index](int ch) { return link_of(ch) == index; }))
+      w.measure(*c);
+  }
+}
+
+void FlowWorld::fail(int rank) {
+  Impl& w = *impl_;
+  if (w.failed.at(static_cast<std::size_t>(rank))) return;
+  w.failed[static_cast<std::size_t>(rank)] = true;
+  // The kernel of a crashed process closes its sockets: messages already on the wire still
+  // arrive, then each peer sees its connection end; whatever was sent to it is dropped.
+  for (const auto& c : w.connection_list) {
+    if (c->src == rank && !c->closed) {
+      // What was not sent yet would reach the peer as a partial message at best: dropped.
+      c->closed = true;
+      c->queue.clear();
+      w.stop_flow(*c);
+      w.lost_later(c->dst, c->src, std::max(w.now() + c->latency_ns, c->last_arrival),
+                   "connection closed by the peer");
+    } else if (c->dst == rank && !c->closed) {
+      c->closed = true;
+      c->queue.clear();
+      w.stop_flow(*c);
+      w.lost_later(c->src, c->dst, w.now() + c->latency_ns, "connection closed by the peer");
+    }
+  }
+}
+
+}  // namespace kf

@@ -1,0 +1,81 @@
+// FlowWorld: every worker a node of the topology, every runtime message carried by a fluid flow.
+//
+// The parallel of Ns3World one level up: instead of packets through ns-3 TCP, each ordered
+// worker pair has one connection (as TCP gives the real world), a flow over the topology's route
+// that is active while it has messages queued; its rate is its max-min fair share of every
+// channel on the way (FlowNetwork), recomputed only when some flow starts or ends, or a link
+// changes. A message leaves at the connection's rate, in order, and is handed to the receiver
+// when its last byte has crossed the path. One simulated clock (EventQueue) is every worker's
+// Executor; Compute advances it by the profiled duration times the straggler factor, with the
+// same jitter draws as the ns-3 world, so the two worlds differ only in their networks.
+//
+// TCP, roughly and with physical constants only (no fitted factors):
+//   - capacity: a link carries payload at bandwidth x segment / (segment + 54): every segment of
+//     (smallest MTU - 52) payload bytes has IPv4 (20), TCP (20), timestamp option (12) and PPP
+//     (2) headers around it, as in the ns-3 world;
+//   - delay: a message's last byte arrives the path's propagation latency after it left, plus one
+//     store-and-forward of its last packet at every hop after the first;
+//   - a connection's first message waits for the handshake (one round trip);
+//   - congestion control reaches its fair share at once (no slow start, no losses): what TCP
+//     does on the long-lived connections that collectives use.
+// Payloads are never copied or looked at, so phantom buffers cost nothing.
+//
+// Background flows (contention) are flows with no end, each capped at its rate if given.
+// C++20 or C++17, no ns-3 inside; any number of FlowWorlds may exist at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "topology/physical.h"
+#include "transport/sim/sim_world.h"
+
+namespace kf {
+
+struct FlowOptions {
+  std::uint64_t seed = 1;
+  // Compute times are scaled by a factor uniform in [1 - j, 1 + j], drawn as the ns-3 world does.
+  double compute_jitter = 0;
+};
+
+struct FlowStats {
+  std::uint64_t rate_solves = 0;   // components re-solved
+  std::uint64_t solved_flows = 0;  // flows in them, summed
+  std::uint64_t connections = 0;   // worker pairs that exchanged messages
+};
+
+class FlowWorld final : public SimWorld {
+ public:
+  FlowWorld(const PhysicalTopology& topology, FlowOptions options = {});
+  ~FlowWorld() override;
+  FlowWorld(const FlowWorld&) = delete;
+  FlowWorld& operator=(const FlowWorld&) = delete;
+
+  int workers() const override;
+  Executor& executor() override;
+  Transport& transport(int rank) override;
+  Compute& compute(int rank) override;
+
+  void run() override;
+  void stop() override;
+  TimePoint now() const override;
+  WorldStats stats() const override;
+  FlowStats flow_stats() const;
+
+  void set_straggler(int rank, double factor) override;
+  int start_background(const std::string& from, const std::string& to,
+                       std::optional<double> rate_bps, int flows) override;
+  void stop_background(int id) override;
+  void set_link(const std::string& link, std::optional<double> bandwidth_bps,
+                std::optional<std::chrono::nanoseconds> latency) override;
+  void fail(int rank) override;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kf

@@ -1,0 +1,57 @@
+// SimWorld: what a kfsim run needs from a simulated world, whichever it is: the packet-level ns-3
+// world (ns3_world.h) or the flow-level world (flow_world.h). Each worker slot gets the runtime's
+// three interfaces (one shared Executor on the simulated clock, a Transport and a Compute per
+// slot); the simulation drives the clock and injects the scenario's events through the rest.
+//
+// C++17 and free of ns-3: the ns-3 glue implements it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/compute.h"
+#include "runtime/executor.h"
+#include "runtime/transport.h"
+
+namespace kf {
+
+struct WorldStats {
+  std::uint64_t simulator_events = 0;  // events executed by the world's event loop so far
+  std::uint64_t messages = 0;          // runtime messages delivered
+  std::uint64_t message_bytes = 0;     // their wire bytes
+  std::uint64_t background_bytes = 0;  // bytes received by background sinks
+};
+
+class SimWorld {
+ public:
+  virtual ~SimWorld() = default;
+
+  virtual int workers() const = 0;
+  virtual Executor& executor() = 0;
+  virtual Transport& transport(int rank) = 0;
+  virtual Compute& compute(int rank) = 0;
+
+  // Runs the simulation until stop() or until nothing is left to do.
+  virtual void run() = 0;
+  virtual void stop() = 0;
+  virtual TimePoint now() const = 0;
+  virtual WorldStats stats() const = 0;
+
+  // ---- event injection ----
+  virtual void set_straggler(int rank, double factor) = 0;
+  // Background traffic between two nodes (by PhysicalTopology node name): `flows` parallel flows,
+  // each paced to `rate_bps` if given, else as fast as the network lets it. Returns an id for
+  // stop_background. Throws std::invalid_argument for an unknown node.
+  virtual int start_background(const std::string& from, const std::string& to,
+                               std::optional<double> rate_bps, int flows) = 0;
+  virtual void stop_background(int id) = 0;
+  // Changes a link's bandwidth and/or latency from now on (link named as in PhysicalTopology).
+  virtual void set_link(const std::string& link, std::optional<double> bandwidth_bps,
+                        std::optional<std::chrono::nanoseconds> latency) = 0;
+  // The worker's process dies: its connections close, its peers are told as TCP would tell them.
+  virtual void fail(int rank) = 0;
+};
+
+}  // namespace kf
