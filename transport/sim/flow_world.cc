@@ -13,6 +13,7 @@
 #include "transport/sim/event_queue.h"
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_routes.h"
+#include "transport/sim/sim_port.h"
 
 namespace kf {
 
@@ -85,41 +86,6 @@ class FlowWorld::Impl {
     std::int64_t last_arrival = 0;
   };
 
-  // A worker slot's Transport: hands over arrivals, keeping them while no engine listens.
-  class Port final : public Transport {
-   public:
-    Port(Impl& world, int rank) : world_(world), rank_(rank) {}
-    void set_handlers(Handlers handlers) override {
-      handlers_ = std::move(handlers);
-      if (handlers_.on_message && !parked_.empty()) {
-        world_.clock.post([this] { deliver_parked(); });
-      }
-    }
-    void send(int destination, Message message) override {
-      world_.send(rank_, destination, std::move(message));
-    }
-    void deliver(int source, Message message) {
-      if (handlers_.on_message && parked_.empty()) {
-        handlers_.on_message(source, std::move(message));
-      } else {
-        parked_.emplace_back(source, std::move(message));
-      }
-    }
-    void deliver_parked() {
-      while (handlers_.on_message && !parked_.empty()) {
-        auto [source, message] = std::move(parked_.front());
-        parked_.pop_front();
-        handlers_.on_message(source, std::move(message));
-      }
-    }
-    Handlers handlers_;
-    std::deque<std::pair<int, Message>> parked_;
-
-   private:
-    Impl& world_;
-    int rank_;
-  };
-
   struct Background {
     std::vector<FlowNetwork::FlowId> flows;
     bool active = true;
@@ -159,7 +125,7 @@ class FlowWorld::Impl {
   std::uint64_t segment = 0;  // TCP payload bytes per segment
   std::vector<double> link_bandwidth;
   std::vector<std::int64_t> link_latency;
-  std::vector<std::unique_ptr<Port>> ports;
+  std::vector<std::unique_ptr<SimPort>> ports;
   std::vector<std::unique_ptr<FlowCompute>> computes;
   // Per source: (destination, connection), few each (a ring has one, a star's root n - 1).
   std::vector<std::vector<std::pair<int, Connection*>>> connections_from;
@@ -190,7 +156,9 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
   connections_from.resize(static_cast<std::size_t>(n));
   reported_lost.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
-    ports.push_back(std::make_unique<Port>(*this, r));
+    ports.push_back(std::make_unique<SimPort>(
+        r, [this](int src, int dst, Message m) { send(src, dst, std::move(m)); },
+        [this](std::function<void()> fn) { clock.post(std::move(fn)); }));
     computes.push_back(
         std::make_unique<FlowCompute>(clock, options.seed, r, options.compute_jitter));
   }
@@ -344,8 +312,7 @@ void FlowWorld::Impl::lost_later(int observer, int peer, std::int64_t at, const 
 void FlowWorld::Impl::lost(int observer, int peer, const std::string& why) {
   if (failed[static_cast<std::size_t>(observer)]) return;
   if (!reported_lost[static_cast<std::size_t>(observer)].insert(peer).second) return;
-  const auto& on_lost = ports[static_cast<std::size_t>(observer)]->handlers_.on_peer_lost;
-  if (on_lost) on_lost(peer, Status(ErrorCode::peer_lost, why));
+  ports[static_cast<std::size_t>(observer)]->peer_lost(peer, Status(ErrorCode::peer_lost, why));
 }
 
 // ---- public surface ----
