@@ -17,6 +17,8 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include "transport/sim/sim_port.h"
+
 namespace kf {
 
 namespace {
@@ -114,42 +116,6 @@ class Ns3World::Impl {
     std::uint64_t delivered = 0;  // wire bytes of messages handed to dst
   };
 
-  class Link final : public Transport {
-   public:
-    Link(Impl& world, int rank) : world_(world), rank_(rank) {}
-    void set_handlers(Handlers handlers) override {
-      handlers_ = std::move(handlers);
-      // Messages that came while no engine listened (a worker not started yet, or between a
-      // resize's old and new engine) are handed over now, from the event loop.
-      if (handlers_.on_message && !parked_.empty()) {
-        ns3::Simulator::ScheduleNow([this] { deliver_parked(); });
-      }
-    }
-    void send(int destination, Message message) override {
-      world_.send(rank_, destination, std::move(message));
-    }
-    void deliver(int source, Message message) {
-      if (handlers_.on_message && parked_.empty()) {
-        handlers_.on_message(source, std::move(message));
-      } else {
-        parked_.emplace_back(source, std::move(message));
-      }
-    }
-    void deliver_parked() {
-      while (handlers_.on_message && !parked_.empty()) {
-        auto [source, message] = std::move(parked_.front());
-        parked_.pop_front();
-        handlers_.on_message(source, std::move(message));
-      }
-    }
-    Handlers handlers_;
-    std::deque<std::pair<int, Message>> parked_;
-
-   private:
-    Impl& world_;
-    int rank_;
-  };
-
   struct Background {
     std::vector<ns3::Ptr<ns3::Socket>> senders;
     std::optional<double> rate_bps;
@@ -167,7 +133,7 @@ class Ns3World::Impl {
   void spread_over_spines();
 
   SimExecutor executor;
-  std::vector<std::unique_ptr<Link>> links;
+  std::vector<std::unique_ptr<SimPort>> links;  // per worker slot
   std::vector<std::unique_ptr<SimCompute>> computes;
   Ns3Options options;
   PhysicalTopology topo;
@@ -203,6 +169,25 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   // loses the race to the retransmission timer every time and the window collapses to one
   // segment per RTO. Linux acknowledges within 40 ms at most; so do we.
   Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(to_ns3(options.delayed_ack)));
+  // The rest is what Linux does, and what ns-3 3.37 does by default; pinned here so that another
+  // ns-3 release (3.36 and older default to NewReno) cannot change the world under us: CUBIC
+  // with HyStart, SACK, timestamps, window scaling, an initial window of 10 segments, Nagle off
+  // (our real transport sets TCP_NODELAY), an ACK every 2 segments, proportional rate reduction.
+  // Known gaps to Linux: ns-3 has no RACK / tail loss probe, so a lost retransmission waits for
+  // the retransmission timer (>= min_rto); no TCP small queues, so a host's own drop-tail queue
+  // can drop its segments (Linux keeps them in the socket buffer); and a host queue is FIFO, so
+  // ACKs wait behind bulk data (Linux's default qdisc is a per-flow fair queue). Note: a
+  // RcvBufSize below SndBufSize makes ns-3 3.37 crash in TcpRateLinux::SkbSent once the receive
+  // window limits the sender.
+  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubic::GetTypeId()));
+  Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
+                     TypeIdValue(TcpPrrRecovery::GetTypeId()));
+  Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(true));
+  Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(true));
+  Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));
+  Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(10));
+  Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));
+  Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
 
   nodes.Create(static_cast<std::uint32_t>(topo.nodes.size()));
   InternetStackHelper internet;
@@ -251,7 +236,9 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   failed.assign(static_cast<std::size_t>(n), false);
   reported_lost.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
-    links.push_back(std::make_unique<Link>(*this, r));
+    links.push_back(std::make_unique<SimPort>(
+        r, [this](int src, int dst, Message m) { send(src, dst, std::move(m)); },
+        [](std::function<void()> fn) { ns3::Simulator::ScheduleNow(std::move(fn)); }));
     computes.push_back(std::make_unique<SimCompute>(options.seed, r, options.compute_jitter));
     const auto node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(r)]);
     rank_of_address[node_address[node].Get()] = r;
@@ -437,8 +424,7 @@ void Ns3World::Impl::on_readable(Connection& c) {
 void Ns3World::Impl::lost(int observer, int peer, const std::string& why) {
   if (failed[static_cast<std::size_t>(observer)]) return;
   if (!reported_lost[static_cast<std::size_t>(observer)].insert(peer).second) return;
-  const auto& on_lost = links[static_cast<std::size_t>(observer)]->handlers_.on_peer_lost;
-  if (on_lost) on_lost(peer, Status(ErrorCode::peer_lost, why));
+  links[static_cast<std::size_t>(observer)]->peer_lost(peer, Status(ErrorCode::peer_lost, why));
 }
 
 void Ns3World::Impl::pace(int id) {
