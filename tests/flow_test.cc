@@ -239,6 +239,27 @@ TEST(FlowScenario, ContentionSlowsTheStepsItOverlaps) {
   EXPECT_TRUE(contended.summary()["errors"].empty());
 }
 
+// workload.tensors + compute 0: each step is exactly one allreduce of the given size.
+TEST(FlowScenario, SyntheticTensorsAreTheOnlyCollectivesAndComputeIsZero) {
+  Simulation sim(parse_scenario(
+      kScenario, "flow-small.yaml",
+      {"events=[]", "steps=3", "workload={tensors: [4MiB], compute: 0s, compute_jitter: 0}"}));
+  sim.run();
+  const auto dir = std::filesystem::temp_directory_path() / "kf_flow_test_tensors";
+  std::filesystem::remove_all(dir);
+  sim.write(dir.string());
+  const std::string coll = slurp(dir / "collectives.csv");
+  EXPECT_EQ(std::count(coll.begin(), coll.end(), '\n'), 1 + 3 * 8);  // 8 workers, one per step
+  EXPECT_EQ(std::count(coll.begin(), coll.end(), ','), 7 * (1 + 3 * 8));
+  std::size_t at = 0, sized = 0;
+  while ((at = coll.find(",grad/tensor0,4194304,", at + 1)) != std::string::npos)
+    ++sized;
+  EXPECT_EQ(sized, 3u * 8u);
+  for (const auto& s : sim.recorder().cluster_steps())
+    EXPECT_GT(to_seconds(s.end - s.begin), 4.0 * (1 << 20) / 125e6);  // at least the bytes once
+  EXPECT_TRUE(sim.summary()["errors"].empty());
+}
+
 TEST(FlowScenario, AFailedWorkerBecomesAnErrorNotAHang) {
   Simulation sim(parse_scenario(kScenario, "flow-small.yaml",
                                 {"events=[{fail: {worker: 2, at: {step: 2}}}]", "timeout=5s"}));

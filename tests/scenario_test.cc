@@ -180,6 +180,26 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(p.workload.fusion_bytes, 0u);
 }
 
+// workload.tensors / workload.compute: a bare allreduce benchmark (artifact/fidelity.sh).
+TEST(Scenario, SyntheticWorkload) {
+  const Scenario s =
+      parse_scenario(kBase + "workload: {tensors: [1MiB, 64KiB], compute: 0s}\n", "s.yaml");
+  EXPECT_EQ(s.workload.tensor_bytes, (std::vector<std::size_t>{1u << 20, 64u << 10}));
+  ASSERT_TRUE(s.workload.compute.has_value());
+  EXPECT_EQ(s.workload.compute->count(), 0);
+  const Scenario d = parse_scenario(kBase, "s.yaml");
+  EXPECT_TRUE(d.workload.tensor_bytes.empty());
+  EXPECT_FALSE(d.workload.compute.has_value());
+  expect_parse_error(kBase + "workload: {tensors: 64MiB}\n", 3, 21,
+                     "workload.tensors: expected a non-empty list of sizes");
+  expect_parse_error(kBase + "workload: {tensors: [1MiB, 6B]}\n", 3, 28,
+                     "workload.tensors[1]: must be a positive multiple of 4 bytes");
+  expect_parse_error(kBase + "workload: {tensors: [64]}\n", 3, 22,
+                     "workload.tensors[0]: '64' has no unit");
+  expect_parse_error(kBase + "workload: {compute: 5}\n", 3, 21,
+                     "workload.compute: '5' has no unit");
+}
+
 TEST(Units, Bandwidth) {
   EXPECT_DOUBLE_EQ(parse_bandwidth("1Gbps"), 1e9);
   EXPECT_DOUBLE_EQ(parse_bandwidth("100Mbps"), 100e6);

@@ -6,6 +6,7 @@
     busbw     allreduce bus bandwidth vs size
     accuracy  test accuracy vs time
     report    everything that applies to a set of directories (what analysis/plot.py runs)
+    fidelity  real namespace cluster vs ns-3 vs flow allreduce times (artifact/fidelity.sh)
 """
 
 from .records import RecordError, load_kfbench, load_run, load_sweep  # noqa: F401

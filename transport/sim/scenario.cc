@@ -566,7 +566,7 @@ NumericConfig Reader::numeric(const Node& n) const {
 WorkloadConfig Reader::workload(const Node& n) const {
   const MapView m(*this, n, "workload",
                   {"model", "device", "batch_per_worker", "fusion", "phantom", "compute_jitter",
-                   "numeric"});
+                   "numeric", "tensors", "compute"});
   WorkloadConfig w;
   if (const auto v = m.get("numeric")) w.numeric = numeric(*v);
   if (const auto v = m.get("model")) {
@@ -597,6 +597,20 @@ WorkloadConfig Reader::workload(const Node& n) const {
            "must be in [0, 1), got " + scalar(*v, m.child("compute_jitter"), "a number"));
     }
   }
+  if (const auto v = m.get("tensors")) {
+    const std::string path = m.child("tensors");
+    if (!v->IsSequence() || v->size() == 0)
+      fail(*v, path, "expected a non-empty list of sizes like [64MiB], got " + describe(*v));
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const Node t = (*v)[i];
+      const std::string ipath = path + "[" + std::to_string(i) + "]";
+      const std::size_t bytes = size(t, ipath);
+      if (bytes == 0 || bytes % 4 != 0)
+        fail(t, ipath, "must be a positive multiple of 4 bytes (f32 elements), got " + t.Scalar());
+      w.tensor_bytes.push_back(bytes);
+    }
+  }
+  if (const auto v = m.get("compute")) w.compute = duration(*v, m.child("compute"));
   return w;
 }
 

@@ -135,6 +135,11 @@ struct WorkloadConfig {
   // step, and it is what the seed drives.
   double compute_jitter = 0.02;
   std::optional<NumericConfig> numeric;
+  // A synthetic workload (`tensors`, `compute`): allreduce exactly these tensors (bytes each, moved
+  // as f32) every step instead of the model's gradients, and/or take this long to compute a step
+  // instead of the model x device profile's time; e.g. a bare allreduce benchmark, as kfbench's.
+  std::vector<std::size_t> tensor_bytes;            // empty: the model's gradient tensors
+  std::optional<std::chrono::nanoseconds> compute;  // unset: the profile's time per sample x batch
 };
 
 // Elastic membership in the simulation: how many of the topology's worker slots run at the start,

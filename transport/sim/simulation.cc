@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 
 #include "runtime/engine.h"
@@ -75,9 +76,11 @@ NumericOptions numeric_options(const Scenario& sc) {
           .eval_every = c.eval_every,
           .gns_every = c.gns_every,
           .variance_every = c.variance_every,
-          .cost_bytes = c.cost == "profile"
-                            ? model_profile(sc.workload.model).parameter_count() * sizeof(float)
-                            : 0};
+          .cost_bytes = c.cost != "profile" ? 0
+                        : !sc.workload.tensor_bytes.empty()
+                            ? std::accumulate(sc.workload.tensor_bytes.begin(),
+                                              sc.workload.tensor_bytes.end(), std::size_t{0})
+                            : model_profile(sc.workload.model).parameter_count() * sizeof(float)};
 }
 
 // The world the scenario names: the packet-level ns-3 one or the flow-level one.
@@ -121,8 +124,18 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   const int initial = scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : slots;
   const ClusterSpec cluster = initial_cluster(slot_ids, runners, initial);
   n_workers_ = initial;
-  const ModelProfile& model = model_profile(scenario_.workload.model);
-  const auto per_sample = compute_time_per_sample(model, scenario_.workload.device);
+  const ModelProfile& profile = model_profile(scenario_.workload.model);
+  // workload.tensors: a synthetic model whose gradients are exactly those tensors (f32).
+  ModelProfile synthetic{.name = "tensors", .tensors = {}, .forward_gflops = 0};
+  for (std::size_t i = 0; i < scenario_.workload.tensor_bytes.size(); ++i) {
+    synthetic.tensors.push_back(GradientTensor{.name = "tensor" + std::to_string(i),
+                                               .count = scenario_.workload.tensor_bytes[i] / 4});
+  }
+  const ModelProfile& model = synthetic.tensors.empty() ? profile : synthetic;
+  // workload.compute: the step's time, spread over the batch (a whole step of it per step).
+  const auto per_sample = scenario_.workload.compute
+                              ? *scenario_.workload.compute / scenario_.workload.batch_per_worker
+                              : compute_time_per_sample(profile, scenario_.workload.device);
   per_sample_seconds_ = to_seconds(per_sample);
   TrainerOptions trainer_options{
       .model = &model,

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Fidelity of the simulated worlds against a real cluster of network namespaces (issue 9).
+#
+#   artifact/fidelity.sh [--quick] [--out DIR] [--build DIR] [--reps N] [--jobs N]
+#                        [--parts real,sim,report] [--set KEY=VALUE ...]
+#
+# real:   4 network namespaces on a Linux bridge (tests/netns_lib.sh), each veth tbf-limited to
+#         1 Gbit/s each way, MTU 1500; one kfrun + `kfbench allreduce --json` per namespace, sizes
+#         1, 4, 16, 64 MiB (--quick: 1 and 16) over STAR, BINARY_TREE_STAR and RING_RS_AG, without
+#         and with contention (a 2-stream iperf3 flood from worker 0's namespace to a 5th,
+#         "outside" one). Each cell is kfbench's median iteration; with --reps N > 1 the median of N
+#         runs. Skips (exit 77) where namespaces cannot be made; always removes what it made.
+# sim:    the same in kfsim, ns3 and flow worlds (artifact/scenarios/fidelity.yaml: one allreduce of
+#         the size per step, no compute; the contended runs add a 2-flow contention event from w0
+#         to outside); a cell is the median over steps of the slowest rank's allreduce time.
+# report: OUT/fidelity.csv, OUT/fidelity.md (cells within 10% of real, worst cells) and
+#         OUT/fidelity.png/.pdf (analysis/kfplot/fidelity.py).
+#
+# --set: one more `kfsim --set` for every simulated run (another queue mapping, say).
+# OUT: artifact/out/fidelity (default). The build (apps/kfsim, kfrun, kfbench): build/release
+# unless --build or $KF_BUILD. Exit code: 0 done (fidelity is reported per cell, not asserted),
+# 1 a run failed, 2 bad usage, 77 no network namespaces here (with --parts including real).
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PY=/usr/bin/python3
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 2; }
+
+QUICK=0
+OUT="${KF_ARTIFACT_OUT:-$ROOT/artifact/out}/fidelity"
+BUILD="${KF_BUILD:-$ROOT/build/release}"
+REPS=""
+JOBS=2
+PARTS="real,sim,report"
+SETS=()
+while (($#)); do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --out) (($# >= 2)) || usage; OUT="$2"; shift ;;
+    --build) (($# >= 2)) || usage; BUILD="$2"; shift ;;
+    --reps) (($# >= 2)) || usage; REPS="$2"; shift ;;
+    --jobs) (($# >= 2)) || usage; JOBS="$2"; shift ;;
+    --parts) (($# >= 2)) || usage; PARTS="$2"; shift ;;
+    --set) (($# >= 2)) || usage; SETS+=(--set "$2"); shift ;;
+    -h | --help) usage ;;
+    *) echo "fidelity.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+  shift
+done
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+BUILD="$(cd "$BUILD" 2>/dev/null && pwd)" || { echo "fidelity.sh: no build at $BUILD" >&2; exit 1; }
+KFSIM="$BUILD/apps/kfsim"
+KFRUN="$BUILD/apps/kfrun"
+KFBENCH="$BUILD/apps/kfbench"
+SCENARIO="$HERE/scenarios/fidelity.yaml"
+STRATEGIES=(STAR BINARY_TREE_STAR RING_RS_AG)
+if ((QUICK)); then
+  SIZES=(1MiB 16MiB)
+  BENCH_SIZES=(-b 1M -e 16M -f 16)
+  ITERS=5
+  REPS="${REPS:-1}"
+else
+  SIZES=(1MiB 4MiB 16MiB 64MiB)
+  BENCH_SIZES=(-b 1M -e 64M -f 4)
+  ITERS=7
+  REPS="${REPS:-3}"
+fi
+has_part() { [[ ",$PARTS," == *",$1,"* ]]; }
+START=$SECONDS
+
+# ---- real: network namespaces ----------------------------------------------------------------
+real_part() {
+  for b in "$KFRUN" "$KFBENCH"; do
+    [[ -x "$b" ]] || { echo "fidelity.sh: $b is not built" >&2; return 1; }
+  done
+  WORKERS=4
+  N=$((WORKERS + 1))  # namespace 4 is "outside": no worker, the flood's sink
+  TAG="kffid$$"
+  WORK="$(mktemp -d)"
+  SUBNET=10.79.0
+  MTU=1500
+  source "$ROOT/tests/netns_lib.sh"
+  trap netns_cleanup EXIT INT TERM
+  command -v iperf3 >/dev/null || skip "iperf3 is not installed (the contention flood)"
+  netns_setup 1gbit
+  local hosts="" outside="$SUBNET.$N"
+  for i in $(seq 0 $((WORKERS - 1))); do hosts="${hosts:+$hosts,}$SUBNET.$((i + 1)):1"; done
+  ip netns exec "${TAG}n$WORKERS" iperf3 -s -D --logfile "$WORK/iperf-server.log" ||
+    skip "iperf3 -s failed"
+  mkdir -p "$OUT/real"
+  rm -f "$OUT"/real/*.json "$OUT"/real/*.tc
+  local rep strategy cont
+  for rep in $(seq 1 "$REPS"); do
+    for cont in 0 1; do
+      for strategy in "${STRATEGIES[@]}"; do
+        local flood="" pids=() status=0
+        if ((cont)); then
+          ip netns exec "${TAG}n0" iperf3 -c "$outside" -P 2 -t 900 >"$WORK/iperf.log" 2>&1 &
+          flood=$!
+          sleep 2  # the flood at full rate before the workers start
+        fi
+        echo "real: $strategy, contention $cont, run $rep/$REPS (load $(cut -d' ' -f1 /proc/loadavg))"
+        for i in $(seq 0 $((WORKERS - 1))); do
+          ip netns exec "${TAG}n$i" "$KFRUN" -np $WORKERS -H "$hosts" -self "$SUBNET.$((i + 1))" \
+            -port-range 10000-10010 -q -timeout 600s \
+            "$KFBENCH" allreduce "${BENCH_SIZES[@]}" -n $ITERS -w 1 -c 1 -strategy "$strategy" \
+            -json >"$WORK/out$i" 2>&1 &
+          pids+=($!)
+        done
+        for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+        if [[ -n "$flood" ]]; then
+          kill -INT "$flood" 2>/dev/null
+          wait "$flood" 2>/dev/null
+          grep -q "receiver" "$WORK/iperf.log" ||
+            echo "  warning: iperf3 reported no result: $(tail -2 "$WORK/iperf.log" | tr '\n' ' ')"
+          sleep 1  # the server ready for the next flood
+        fi
+        if ((status != 0)); then
+          for i in $(seq 0 $((WORKERS - 1))); do echo "--- host $i:"; cat "$WORK/out$i"; done
+          echo "fidelity.sh: a real run failed ($strategy, contention $cont)" >&2
+          return 1
+        fi
+        grep -o '{.*}' "$WORK/out0" | tail -1 >"$OUT/real/${strategy}_c${cont}_r${rep}.json"
+        # Worker 0's two tbf queues (its egress; the bridge port into it): sent, dropped, backlog.
+        { tc -s -n "${TAG}n0" qdisc show dev eth0; tc -s -n "${TAG}br" qdisc show dev "${TAG}p0"; } \
+          >"$OUT/real/${strategy}_c${cont}_r${rep}.tc" 2>&1
+      done
+    done
+  done
+  netns_cleanup
+  trap - EXIT INT TERM
+}
+
+# ---- sim: ns3 and flow worlds ------------------------------------------------------------------
+steps_for() {  # enough steps that the medians are over several steady ones (first step dropped)
+  case "$1" in
+    1MiB) echo 12 ;;
+    4MiB) echo 8 ;;
+    16MiB) echo 5 ;;
+    *) echo 4 ;;
+  esac
+}
+
+sim_one() {  # world strategy contention size
+  local world="$1" strategy="$2" cont="$3" size="$4"
+  local dir="$OUT/sim/$world/${strategy}_c${cont}_$size"
+  local args=(--world "$world" --set "strategy=$strategy" --set "workload.tensors=[$size]"
+              --set "steps=$(steps_for "$size")" "${SETS[@]}" --out "$dir" --quiet)
+  # The flood: two greedy TCP flows from w0's host to a host outside the job (iperf3 -P 2),
+  # running from the start; fidelity.py measures the steps that begin after it ramped up.
+  ((cont)) && args+=(--set "events=[{contention: {from: w0, to: outside, flows: 2, start: 0s}}]")
+  if ! "$KFSIM" "$SCENARIO" "${args[@]}" >"$dir.log" 2>&1; then
+    echo "fidelity.sh: kfsim failed: $world $strategy contention $cont $size (see $dir.log)" >&2
+    tail -5 "$dir.log" >&2
+    return 1
+  fi
+  echo "sim: $world $strategy contention $cont $size done"
+}
+
+sim_part() {
+  [[ -x "$KFSIM" ]] || { echo "fidelity.sh: $KFSIM is not built" >&2; return 1; }
+  rm -rf "$OUT/sim"
+  mkdir -p "$OUT/sim/ns3" "$OUT/sim/flow"
+  local failed=0 running=0 world strategy cont size
+  # Largest first, so the long ns-3 runs do not end up alone at the end.
+  local order=()
+  for ((k = ${#SIZES[@]} - 1; k >= 0; k--)); do order+=("${SIZES[k]}"); done
+  for size in "${order[@]}"; do
+    for world in ns3 flow; do
+      for cont in 0 1; do
+        for strategy in "${STRATEGIES[@]}"; do
+          sim_one "$world" "$strategy" "$cont" "$size" &
+          if ((++running >= JOBS)); then
+            wait -n || failed=1
+            ((running--))
+          fi
+        done
+      done
+    done
+  done
+  while ((running > 0)); do
+    wait -n || failed=1
+    ((running--))
+  done
+  return $failed
+}
+
+status=0
+if has_part real; then
+  echo "== real: 4 namespaces, 1 Gbit/s tbf, MTU 1500; sizes ${SIZES[*]}; $REPS run(s) each"
+  t0=$SECONDS
+  real_part || exit 1
+  echo "real part: $((SECONDS - t0)) s"
+fi
+if has_part sim; then
+  echo "== sim: ns3 and flow worlds, $JOBS job(s) at a time"
+  t0=$SECONDS
+  sim_part || status=1
+  echo "sim part: $((SECONDS - t0)) s"
+fi
+if has_part report; then
+  PYTHONPATH="$ROOT/analysis${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m kfplot.fidelity "$OUT" \
+    --sizes "$(IFS=,; echo "${SIZES[*]}")" --wall "$((SECONDS - START))" || status=1
+fi
+echo "fidelity.sh: $((SECONDS - START)) s in all; report in $OUT/fidelity.md"
+exit $status
