@@ -86,7 +86,8 @@ void print_summary(const nlohmann::json& s, const nlohmann::json& perf, const st
              perf["wall_seconds"].get<double>(), perf["events_per_wall_second"].get<double>(),
              perf["simulated_seconds_per_wall_second"].get<double>());
   fmt::print(
-      "  records: {}/{{steps.csv, peers.csv, collectives.csv, events.csv, summary.json, trace.json, "
+      "  records: {}/{{steps.csv, peers.csv, collectives.csv, events.csv, summary.json, "
+      "trace.json, "
       "perf.json}}\n",
       out);
 }
@@ -185,10 +186,11 @@ int run_compare(const std::string& file, const std::vector<std::string>& overrid
         fmt::print("  {:<6} steps {:>4}  mean step {:>9.4f} s  wall {:>8.2f} s", r.world,
                    r.step_seconds.size(), mean, r.wall_seconds);
         if (i > 0) {
-          fmt::print("  per-step |diff| mean {:.2f}% max {:.2f}%  mean step {:+.2f}%  {:.0f}x "
-                     "faster",
-                     c.mean_abs_pct[i - 1], c.max_abs_pct[i - 1], c.mean_step_pct[i - 1],
-                     c.speedup[i - 1]);
+          fmt::print(
+              "  per-step |diff| mean {:.2f}% max {:.2f}%  mean step {:+.2f}%  {:.0f}x "
+              "faster",
+              c.mean_abs_pct[i - 1], c.max_abs_pct[i - 1], c.mean_step_pct[i - 1],
+              c.speedup[i - 1]);
         }
         fmt::print("\n");
       }

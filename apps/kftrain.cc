@@ -1,7 +1,8 @@
 // kftrain: the training loop of kfsim (workloads/trainer.h) as a real worker program, with the
 // same policies, so a scenario's adaptation runs unchanged on real processes under kfrun:
 //   kfrun -np 4 -H ... ./kftrain -model resnet50 -steps 100 -policy adaptive_strategy -out runs/a
-//   kfrun -w -np 2 -H 127.0.0.1:4 -builtin-config-port 9100 ./kftrain -policy scheduled_resize:schedule=10:4,20:3
+//   kfrun -w -np 2 -H 127.0.0.1:4 -builtin-config-port 9100 ./kftrain -policy
+//   scheduled_resize:schedule=10:4,20:3
 // Compute takes the model's profiled time per sample (or -compute-ms); gradients are real
 // buffers of the model's tensor sizes, -verify checks every allreduce's sum. With -numeric MODEL
 // the worker trains a real model (workloads/numeric_program.h) with -sync ssgd|sma|pair_avg|
@@ -47,18 +48,21 @@ int main(int argc, char** argv) {
   bool verify = false, quiet = false;
   std::vector<std::string> policy_flags;
   // Numeric training.
-  std::string numeric, sync = "ssgd", dataset = "gaussian_mixture", data_dir, local_optimizer = "sgd";
+  std::string numeric, sync = "ssgd", dataset = "gaussian_mixture", data_dir,
+                       local_optimizer = "sgd";
   double learning_rate = 0.1, sma_alpha = 0.1;
   int hidden = 64, eval_every = 10, gns_every = 0, variance_every = 0;
   std::int64_t ada_switch_step = 100;
   std::uint64_t seed = 1;
   kf::GaussianMixtureOptions mixture;
   app.add_option("--model", model_name, "model profile (resnet50, resnet56, mobilenet_v2, ...)");
-  app.add_option("--device", device, "device whose profiled speed the compute takes (k80, v100, h100)");
+  app.add_option("--device", device,
+                 "device whose profiled speed the compute takes (k80, v100, h100)");
   app.add_option("--batch", batch, "samples per worker per step");
   app.add_option("--steps", steps, "training steps");
   app.add_option("--fusion", fusion, "fuse gradients into buckets of this many bytes (0: none)");
-  app.add_option("--compute-ms", compute_ms, "compute time per step in ms (default: the profile's)");
+  app.add_option("--compute-ms", compute_ms,
+                 "compute time per step in ms (default: the profile's)");
   app.add_option("--policy", policy_flags,
                  "a policy, e.g. adaptive_strategy:threshold=0.8 (repeatable; default: "
                  "KUNGFU_POLICY, specs separated by ';')")
@@ -130,10 +134,9 @@ int main(int argc, char** argv) {
         .fusion_bytes = fusion,
         .phantom = false,
         .steps = steps,
-        .compute_per_sample = compute_ms >= 0
-                                  ? std::chrono::nanoseconds(static_cast<std::int64_t>(
-                                        compute_ms * 1e6 / std::max(batch, 1)))
-                                  : kf::compute_time_per_sample(model, device),
+        .compute_per_sample = compute_ms >= 0 ? std::chrono::nanoseconds(static_cast<std::int64_t>(
+                                                    compute_ms * 1e6 / std::max(batch, 1)))
+                                              : kf::compute_time_per_sample(model, device),
         .engine = {.timeout = kf::parse_duration(timeout_text)},
         .ping_every = ping_every,
         .joining = env_or("KUNGFU_JOINING") == "1",
@@ -144,8 +147,8 @@ int main(int argc, char** argv) {
       if (const auto why = kf::gpu_unavailable()) throw std::runtime_error("-gpu: " + *why);
       const auto device_strategy = kf::parse_device_strategy(gpu_strategy);
       if (!device_strategy) {
-        throw std::invalid_argument("-gpu-strategy " + gpu_strategy + ": unknown; known: " +
-                                    kf::device_strategy_names());
+        throw std::invalid_argument("-gpu-strategy " + gpu_strategy +
+                                    ": unknown; known: " + kf::device_strategy_names());
       }
       kf::GpuProgramOptions g{
           .model = &model,
@@ -206,8 +209,8 @@ int main(int argc, char** argv) {
           values += fmt::format(" {}={:.4g}", name, value);
         std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s%s\n",
                     static_cast<long long>(s.step), s.cluster_size, s.strategy.c_str(),
-                    s.metrics.samples_per_second, values.c_str(),
-                    s.actions.empty() ? "" : " -> ", s.actions.c_str());
+                    s.metrics.samples_per_second, values.c_str(), s.actions.empty() ? "" : " -> ",
+                    s.actions.c_str());
         std::fflush(stdout);
       };
     }
@@ -219,7 +222,8 @@ int main(int argc, char** argv) {
                                     .transport = transport_options};
         const std::string slots = env_or("KUNGFU_HOST_SLOTS");
         m.hosts = slots.empty() ? std::vector<kf::HostSlots>{} : kf::parse_host_list(slots);
-        if (m.hosts.empty()) m.hosts.push_back({config.cluster.worker(config.rank).host, config.cluster.size()});
+        if (m.hosts.empty())
+          m.hosts.push_back({config.cluster.worker(config.rank).host, config.cluster.size()});
         const std::string ports = env_or("KUNGFU_PORT_RANGE");
         if (!ports.empty()) m.first_port = kf::parse_port_range(ports).begin;
         membership = std::make_unique<kf::RealMembership>(loop, std::move(m));

@@ -6,11 +6,14 @@
 namespace kf {
 
 ElasticProvisioning::ElasticProvisioning(ElasticProvisioningOptions options) : options_(options) {
-  if (options_.interval < 1) throw std::invalid_argument("elastic_provisioning: interval must be >= 1");
-  if (options_.grow_by < 1) throw std::invalid_argument("elastic_provisioning: grow_by must be >= 1");
+  if (options_.interval < 1)
+    throw std::invalid_argument("elastic_provisioning: interval must be >= 1");
+  if (options_.grow_by < 1)
+    throw std::invalid_argument("elastic_provisioning: grow_by must be >= 1");
   if (options_.settle < 0 || options_.settle >= options_.interval)
     throw std::invalid_argument("elastic_provisioning: settle must be in [0, interval)");
-  if (options_.threshold < 0) throw std::invalid_argument("elastic_provisioning: threshold must be >= 0");
+  if (options_.threshold < 0)
+    throw std::invalid_argument("elastic_provisioning: threshold must be >= 0");
 }
 
 // Each worker's samples over its whole step cycle (wall-clock time since its previous step ended,
@@ -32,8 +35,9 @@ void ElasticProvisioning::after_step(const StepMetrics& /*local*/, std::span<con
   }
   if (steps_at_size_ < options_.interval) return;
   const double mean = total_ / measured_;
-  const int limit = options_.max_workers > 0 ? std::min(options_.max_workers, state.max_cluster_size)
-                                             : state.max_cluster_size;
+  const int limit = options_.max_workers > 0
+                        ? std::min(options_.max_workers, state.max_cluster_size)
+                        : state.max_cluster_size;
   if (previous_ > 0 && mean <= previous_ * (1 + options_.threshold)) {
     holding_ = true;  // the last addition did not pay: give it back and stay
     actions.emplace_back(std::in_place_type<Resize>, Resize{.workers = previous_size_});
@@ -57,8 +61,12 @@ void ElasticProvisioning::applied(const Action& action, const TrainingState& /*s
 }
 
 std::vector<double> ElasticProvisioning::save_state() const {
-  return {holding_ ? 1.0 : 0.0, static_cast<double>(steps_at_size_), total_,
-          static_cast<double>(measured_), previous_, static_cast<double>(previous_size_)};
+  return {holding_ ? 1.0 : 0.0,
+          static_cast<double>(steps_at_size_),
+          total_,
+          static_cast<double>(measured_),
+          previous_,
+          static_cast<double>(previous_size_)};
 }
 
 void ElasticProvisioning::load_state(std::span<const double> s) {

@@ -15,7 +15,7 @@
 namespace kf {
 
 struct ElasticProvisioningOptions {
-  int interval = 10;       // steps measured at each size
+  int interval = 10;  // steps measured at each size
   int grow_by = 1;
   double threshold = 0.05;  // a 5% gain in total throughput keeps growing
   int settle = 2;

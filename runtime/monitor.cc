@@ -80,8 +80,8 @@ StepMetrics Monitor::end_step(TimePoint compute_end, TimePoint now, const Engine
     if (m.step_seconds <= 0) return out;
     for (std::size_t p = 0; p < now_bytes.size(); ++p) {
       const std::uint64_t before = p < then.size() ? then[p] : 0;
-      out[p] = 8.0 * static_cast<double>(now_bytes[p] - std::min(now_bytes[p], before)) /
-               m.step_seconds;
+      out[p] =
+          8.0 * static_cast<double>(now_bytes[p] - std::min(now_bytes[p], before)) / m.step_seconds;
     }
     return out;
   };

@@ -39,9 +39,9 @@ struct StepMetrics {
   // wall-clock time divides by. The first step of a Monitor: step_seconds.
   double period_seconds = 0;
 
-  std::uint64_t collective_bytes = 0;  // every collective this step
-  double collective_span_seconds = 0;  // first begin to last end
-  double collective_throughput = 0;    // bytes / span (B/s)
+  std::uint64_t collective_bytes = 0;                // every collective this step
+  double collective_span_seconds = 0;                // first begin to last end
+  double collective_throughput = 0;                  // bytes / span (B/s)
   std::map<std::string, StrategyTotals> strategies;  // since the start of training
 
   std::vector<double> egress_bps;        // per peer rank, bits/s over this step
@@ -76,7 +76,8 @@ class Monitor {
   std::vector<std::uint64_t> egress0_, ingress0_;
   std::optional<TimePoint> first_begin_, last_end_;
   std::optional<TimePoint> previous_step_end_;
-  std::map<std::string, std::pair<std::uint64_t, std::pair<TimePoint, TimePoint>>> step_by_strategy_;
+  std::map<std::string, std::pair<std::uint64_t, std::pair<TimePoint, TimePoint>>>
+      step_by_strategy_;
   std::uint64_t step_bytes_ = 0;
   std::map<std::string, StrategyTotals> strategies_;
   std::vector<double> latency_seconds_;

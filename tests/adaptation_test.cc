@@ -50,7 +50,8 @@ TEST(Interference, OneNoisyStepDoesNotVote) {
 
 TEST(Interference, BadOptionsAreRefused) {
   EXPECT_THROW(InterferenceDetector({.threshold = 1.2}), std::invalid_argument);
-  EXPECT_THROW(InterferenceDetector({.threshold = 0.8, .clear_threshold = 0.5}), std::invalid_argument);
+  EXPECT_THROW(InterferenceDetector({.threshold = 0.8, .clear_threshold = 0.5}),
+               std::invalid_argument);
   EXPECT_THROW(InterferenceDetector({.window = 0}), std::invalid_argument);
 }
 
@@ -108,7 +109,9 @@ TEST(PolicyRegistry, FlagsAndErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message("greedy").find("unknown policy 'greedy' (known: adaptive_batch_size, adaptive_strategy"), std::string::npos);
+  EXPECT_NE(message("greedy").find(
+                "unknown policy 'greedy' (known: adaptive_batch_size, adaptive_strategy"),
+            std::string::npos);
   EXPECT_NE(message("adaptive_strategy:window=x").find("parameter 'window': 'x' is not a number"),
             std::string::npos);
   EXPECT_NE(message("adaptive_strategy:windw=3").find("unknown parameter 'windw' (accepted:"),
@@ -352,13 +355,14 @@ TEST(Monitor, StepMetricsFromCollectivesAndTheEngineCounters) {
     m.begin_step(0, begin, e);
     auto mine = std::make_shared<std::vector<float>>(data);
     const auto v = BufferView::of(std::span<float>(*mine), DType::f32);
-    allreduce(e, {.name = "g", .input = v, .output = v}, [&, mine, begin, e_ptr = &e, done](Status s) {
-      auto& mon = monitors[static_cast<std::size_t>(e_ptr->rank())];
-      mon.collective_done("AUTO", mine->size() * 4, begin, e_ptr->executor().now());
-      metrics[static_cast<std::size_t>(e_ptr->rank())] =
-          mon.end_step(begin, e_ptr->executor().now(), *e_ptr, 32, 32, 0.1);
-      done(s);
-    });
+    allreduce(e, {.name = "g", .input = v, .output = v},
+              [&, mine, begin, e_ptr = &e, done](Status s) {
+                auto& mon = monitors[static_cast<std::size_t>(e_ptr->rank())];
+                mon.collective_done("AUTO", mine->size() * 4, begin, e_ptr->executor().now());
+                metrics[static_cast<std::size_t>(e_ptr->rank())] =
+                    mon.end_step(begin, e_ptr->executor().now(), *e_ptr, 32, 32, 0.1);
+                done(s);
+              });
   }));
   for (const auto& m : metrics) {
     EXPECT_EQ(m.collective_bytes, (1u << 16) * 4u);

@@ -365,8 +365,7 @@ TEST(ScenarioErrors, MissingRequiredKeyPointsAtParent) {
 
 TEST(ScenarioErrors, NamedValues) {
   EXPECT_EQ(parse_scenario(kBase + "world: flow\n", "s.yaml").world, "flow");
-  expect_parse_error(kBase + "world: ns2\n", 3, 8,
-                     "world: unknown world 'ns2' (known: ns3, flow)");
+  expect_parse_error(kBase + "world: ns2\n", 3, 8, "world: unknown world 'ns2' (known: ns3, flow)");
   expect_parse_error(kBase + "strategy: STAAR\n", 3, 11,
                      "strategy: unknown strategy 'STAAR' (known: STAR, MULTI_STAR, TREE,");
   EXPECT_EQ(parse_scenario(kBase + "strategy: multi_binary_tree_star\n", "s.yaml").strategy,
@@ -381,12 +380,14 @@ TEST(ScenarioErrors, NamedValues) {
                      "dataset mnist needs `path`");
   expect_parse_error(kBase + "workload: {numeric: {target_accuracy: 2}}\n", 3, 39,
                      "workload.numeric.target_accuracy: must be in [0, 1]");
-  expect_parse_error(kBase + "policy: greedy\n", 3, 9,
-                     "policy: unknown policy 'greedy' (known: adaptive_batch_size, adaptive_strategy,");
+  expect_parse_error(
+      kBase + "policy: greedy\n", 3, 9,
+      "policy: unknown policy 'greedy' (known: adaptive_batch_size, adaptive_strategy,");
   expect_parse_error(kBase + "policy: {name: adaptive_strategy, threshold: 2}\n", 3, 9,
                      "policy: policy adaptive_strategy: interference: threshold must be in (0, 1)");
-  expect_parse_error(kBase + "policy: [none, {name: adaptive_strategy, treshold: 0.5}]\n", 3, 16,
-                     "policy[1]: policy adaptive_strategy: unknown parameter 'treshold' (accepted:");
+  expect_parse_error(
+      kBase + "policy: [none, {name: adaptive_strategy, treshold: 0.5}]\n", 3, 16,
+      "policy[1]: policy adaptive_strategy: unknown parameter 'treshold' (accepted:");
   expect_parse_error(kBase + "policy: {name: scheduled_resize, schedule: '5:x'}\n", 3, 9,
                      "'5:x' is not step:size");
   expect_parse_error(kBase + "policy: {threshold: 2}\n", 3, 9, "missing required key 'name'");
