@@ -251,7 +251,6 @@ TEST(SimDeterminism, ADifferentSeedChangesTheComputeJitter) {
   EXPECT_EQ(slurp(c / "steps.csv"), slurp(d / "steps.csv"));
 }
 
-
 // ---- training on real gradients at simulated time ----
 
 const char* kTrainingScenario = R"(
@@ -281,8 +280,8 @@ TEST_P(SimTraining, EveryOptimizerReachesNinetyPercentWithFourWorkers) {
   // Compute time is the profile's: 200 steps of 32 ResNet-56 samples on a K80 take simulated
   // seconds, not the microseconds the MLP's math takes.
   EXPECT_GT(summary["time_to_target"]["time_s"].get<double>(), 1.0);
-  std::printf("%s: accuracy %.3f, target 0.9 at step %lld (%.2f simulated s)\n",
-              GetParam().c_str(), summary["final_accuracy"].get<double>(),
+  std::printf("%s: accuracy %.3f, target 0.9 at step %lld (%.2f simulated s)\n", GetParam().c_str(),
+              summary["final_accuracy"].get<double>(),
               static_cast<long long>(summary["time_to_target"]["step"].get<std::int64_t>()),
               summary["time_to_target"]["time_s"].get<double>());
 }

@@ -50,8 +50,7 @@ TrainingState Trainer::state() const {
           .total_steps = options_.steps,
           .rank = engine_->rank(),
           .cluster_size = engine_->size(),
-          .max_cluster_size =
-              world_.membership ? world_.membership->capacity() : engine_->size(),
+          .max_cluster_size = world_.membership ? world_.membership->capacity() : engine_->size(),
           .host_of = engine_->cluster().host_of(),
           .strategy = engine_->strategy()->strategy().name,
           .configured_strategy = options_.engine.strategy,
@@ -222,8 +221,8 @@ void Trainer::apply(std::vector<Action> actions) {
               batch_per_worker_ = a.per_worker;
             },
             [&](const SetLearningRate& a) {
-              observer_.adapted(rank, step_, "lr", fmt::format("{:g} -> {:g}", learning_rate_, a.value),
-                                now);
+              observer_.adapted(rank, step_, "lr",
+                                fmt::format("{:g} -> {:g}", learning_rate_, a.value), now);
               learning_rate_ = a.value;
             },
             [&](const StopTraining& a) {

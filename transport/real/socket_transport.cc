@@ -163,7 +163,9 @@ class SocketTransport::LentSource final : public PayloadSource {
     return true;
   }
 
-  std::string error() const override { return error_; }
+  std::string error() const override {
+    return error_;
+  }
 
  private:
   // The peer's memory cannot be read (it died, or broke the protocol): the connection goes too,
@@ -295,9 +297,10 @@ void SocketTransport::connect_to(int rank) {
 void SocketTransport::retry_connect(int rank, int err) {
   const auto r = static_cast<std::size_t>(rank);
   if (loop_.now() >= connect_deadline_[r]) {
-    lose_peer(rank, fmt::format("cannot connect to {} within {:.0f}s: {}",
-                                endpoint_of(rank).to_string(), to_seconds(options_.connect_timeout),
-                                last_refusal_[r].empty() ? net::errno_text(err) : last_refusal_[r]));
+    lose_peer(rank,
+              fmt::format("cannot connect to {} within {:.0f}s: {}", endpoint_of(rank).to_string(),
+                          to_seconds(options_.connect_timeout),
+                          last_refusal_[r].empty() ? net::errno_text(err) : last_refusal_[r]));
     return;
   }
   const Duration wait = backoff_[r];
@@ -340,8 +343,7 @@ void SocketTransport::take_welcome(Conn& c) {
           fmt::format("{} answered with something that is not a KungFu handshake", c.address));
     return;
   }
-  if (w->verdict == handshake::Verdict::wrong_version &&
-      w->cluster_version < cluster_.version()) {
+  if (w->verdict == handshake::Verdict::wrong_version && w->cluster_version < cluster_.version()) {
     // The peer is still on the previous cluster version (an elastic resize in progress) and
     // will listen with ours shortly: try again, within the usual connect deadline.
     const int rank = c.peer;

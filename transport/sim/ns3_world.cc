@@ -180,8 +180,7 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   // RcvBufSize below SndBufSize makes ns-3 3.37 crash in TcpRateLinux::SkbSent once the receive
   // window limits the sender.
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubic::GetTypeId()));
-  Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
-                     TypeIdValue(TcpPrrRecovery::GetTypeId()));
+  Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrRecovery::GetTypeId()));
   Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(true));
   Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(true));
   Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));

@@ -505,10 +505,11 @@ TopologyConfig Reader::topology(const Node& n) const {
 
 NumericConfig Reader::numeric(const Node& n) const {
   const MapView m(*this, n, "workload.numeric",
-                  {"model", "hidden", "dataset", "path", "features", "classes", "train", "test",
-                   "separation", "noise", "optimizer", "momentum", "learning_rate", "sma_alpha",
-                   "ada_switch_step", "eval_every", "gns_every", "variance_every",
-                   "target_accuracy", "cost"});
+                  {"model",         "hidden",         "dataset",         "path",
+                   "features",      "classes",        "train",           "test",
+                   "separation",    "noise",          "optimizer",       "momentum",
+                   "learning_rate", "sma_alpha",      "ada_switch_step", "eval_every",
+                   "gns_every",     "variance_every", "target_accuracy", "cost"});
   NumericConfig c;
   if (const auto v = m.get("model")) {
     c.model = string(*v, m.child("model"));
@@ -525,32 +526,39 @@ NumericConfig Reader::numeric(const Node& n) const {
   }
   if (const auto v = m.get("path")) c.path = string(*v, m.child("path"));
   if (c.dataset != "gaussian_mixture" && c.path.empty())
-    fail(n, "workload.numeric", "dataset " + c.dataset + " needs `path` (the directory of its files)");
+    fail(n, "workload.numeric",
+         "dataset " + c.dataset + " needs `path` (the directory of its files)");
   if (const auto v = m.get("features")) c.features = int32(*v, m.child("features"), 1, 1 << 20);
   if (const auto v = m.get("classes")) c.classes = int32(*v, m.child("classes"), 2, 1 << 16);
-  if (const auto v = m.get("train")) c.train = static_cast<std::size_t>(integer(*v, m.child("train"), 1));
-  if (const auto v = m.get("test")) c.test = static_cast<std::size_t>(integer(*v, m.child("test"), 1));
+  if (const auto v = m.get("train"))
+    c.train = static_cast<std::size_t>(integer(*v, m.child("train"), 1));
+  if (const auto v = m.get("test"))
+    c.test = static_cast<std::size_t>(integer(*v, m.child("test"), 1));
   if (const auto v = m.get("separation")) c.separation = positive_number(*v, m.child("separation"));
   if (const auto v = m.get("noise")) c.noise = number(*v, m.child("noise"));
   if (c.noise < 0) fail(n, "workload.numeric.noise", "must be >= 0");
   if (const auto v = m.get("optimizer")) {
     c.local_optimizer = string(*v, m.child("optimizer"));
     if (c.local_optimizer != "sgd" && c.local_optimizer != "adam")
-      fail(*v, m.child("optimizer"), "unknown local optimizer '" + c.local_optimizer + "' (known: sgd, adam)");
+      fail(*v, m.child("optimizer"),
+           "unknown local optimizer '" + c.local_optimizer + "' (known: sgd, adam)");
   }
   if (const auto v = m.get("momentum")) {
     c.momentum = number(*v, m.child("momentum"));
     if (c.momentum < 0 || c.momentum >= 1) fail(*v, m.child("momentum"), "must be in [0, 1)");
   }
-  if (const auto v = m.get("learning_rate")) c.learning_rate = positive_number(*v, m.child("learning_rate"));
+  if (const auto v = m.get("learning_rate"))
+    c.learning_rate = positive_number(*v, m.child("learning_rate"));
   if (const auto v = m.get("sma_alpha")) {
     c.sma_alpha = positive_number(*v, m.child("sma_alpha"));
     if (c.sma_alpha > 1) fail(*v, m.child("sma_alpha"), "must be in (0, 1]");
   }
-  if (const auto v = m.get("ada_switch_step")) c.ada_switch_step = integer(*v, m.child("ada_switch_step"), 0);
+  if (const auto v = m.get("ada_switch_step"))
+    c.ada_switch_step = integer(*v, m.child("ada_switch_step"), 0);
   if (const auto v = m.get("eval_every")) c.eval_every = int32(*v, m.child("eval_every"), 0);
   if (const auto v = m.get("gns_every")) c.gns_every = int32(*v, m.child("gns_every"), 0);
-  if (const auto v = m.get("variance_every")) c.variance_every = int32(*v, m.child("variance_every"), 0);
+  if (const auto v = m.get("variance_every"))
+    c.variance_every = int32(*v, m.child("variance_every"), 0);
   if (const auto v = m.get("cost")) {
     c.cost = string(*v, m.child("cost"));
     if (c.cost != "profile" && c.cost != "numeric")
@@ -558,7 +566,8 @@ NumericConfig Reader::numeric(const Node& n) const {
   }
   if (const auto v = m.get("target_accuracy")) {
     c.target_accuracy = number(*v, m.child("target_accuracy"));
-    if (c.target_accuracy < 0 || c.target_accuracy > 1) fail(*v, m.child("target_accuracy"), "must be in [0, 1]");
+    if (c.target_accuracy < 0 || c.target_accuracy > 1)
+      fail(*v, m.child("target_accuracy"), "must be in [0, 1]");
   }
   return c;
 }
@@ -992,7 +1001,8 @@ Scenario Reader::build(const Node& root) const {
   }
   if (const auto v = m.get("sweep")) sc.sweep = sweep(*v, root);
   if (const auto v = m.get("variants")) {
-    if (sc.sweep) fail(m.key_node("variants"), "variants", "give either sweep or variants, not both");
+    if (sc.sweep)
+      fail(m.key_node("variants"), "variants", "give either sweep or variants, not both");
     sc.variants = variants(*v);
   }
   std::vector<NameRef> refs;
@@ -1008,7 +1018,8 @@ Scenario Reader::build(const Node& root) const {
       sc.elastic.initial_workers = int32(*w, "elastic.initial_workers", 1, workers);
     if (const auto d = em.get("config_latency"))
       sc.elastic.config_latency = duration(*d, "elastic.config_latency");
-    if (const auto d = em.get("spawn_delay")) sc.elastic.spawn_delay = duration(*d, "elastic.spawn_delay");
+    if (const auto d = em.get("spawn_delay"))
+      sc.elastic.spawn_delay = duration(*d, "elastic.spawn_delay");
   }
 
   // Names: "outside" exists when something names it (the host, or its link).

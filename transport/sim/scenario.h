@@ -145,7 +145,7 @@ struct WorkloadConfig {
 // Elastic membership in the simulation: how many of the topology's worker slots run at the start,
 // and how long the in-simulation config service and runners take.
 struct ElasticConfig {
-  int initial_workers = 0;  // 0: every slot
+  int initial_workers = 0;                                                 // 0: every slot
   std::chrono::nanoseconds config_latency = std::chrono::milliseconds(1);  // per GET / PUT
   std::chrono::nanoseconds spawn_delay = std::chrono::seconds(1);  // a runner starting a worker
 };
@@ -164,7 +164,7 @@ struct Scenario;
 // each into OUT/NAME/ and compares them (transport/sim/variants.h).
 struct Variant {
   std::string name;
-  std::vector<std::string> overrides;       // "key.path=value", in file order, for the records
+  std::vector<std::string> overrides;        // "key.path=value", in file order, for the records
   std::shared_ptr<const Scenario> scenario;  // the base with the overrides, validated
 };
 

@@ -120,8 +120,7 @@ void SimMembership::put(const ClusterSpec& proposal, ClusterCallback done) {
 }
 
 void SimMembership::get(ClusterCallback done) {
-  world_.executor().post_after(options_.config_latency,
-                               [this, done] { done(Status{}, stored_); });
+  world_.executor().post_after(options_.config_latency, [this, done] { done(Status{}, stored_); });
 }
 
 void SimMembership::update_runners(const ClusterSpec& next, std::int64_t /*step*/) {

@@ -121,7 +121,8 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   SimWorld& world = *world_owner;
   const int slots = world.workers();
   const auto [slot_ids, runners] = slots_of(topo);
-  const int initial = scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : slots;
+  const int initial =
+      scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : slots;
   const ClusterSpec cluster = initial_cluster(slot_ids, runners, initial);
   n_workers_ = initial;
   const ModelProfile& profile = model_profile(scenario_.workload.model);
@@ -137,17 +138,16 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                               ? *scenario_.workload.compute / scenario_.workload.batch_per_worker
                               : compute_time_per_sample(profile, scenario_.workload.device);
   per_sample_seconds_ = to_seconds(per_sample);
-  TrainerOptions trainer_options{
-      .model = &model,
-      .batch_per_worker = scenario_.workload.batch_per_worker,
-      .fusion_bytes = scenario_.workload.fusion_bytes,
-      .phantom = scenario_.workload.phantom,
-      .steps = scenario_.steps,
-      .compute_per_sample = per_sample,
-      .engine = {.chunk_bytes = scenario_.chunk_bytes,
-                 .timeout = scenario_.timeout,
-                 .strategy = scenario_.strategy},
-      .ping_every = scenario_.ping_every};
+  TrainerOptions trainer_options{.model = &model,
+                                 .batch_per_worker = scenario_.workload.batch_per_worker,
+                                 .fusion_bytes = scenario_.workload.fusion_bytes,
+                                 .phantom = scenario_.workload.phantom,
+                                 .steps = scenario_.steps,
+                                 .compute_per_sample = per_sample,
+                                 .engine = {.chunk_bytes = scenario_.chunk_bytes,
+                                            .timeout = scenario_.timeout,
+                                            .strategy = scenario_.strategy},
+                                 .ping_every = scenario_.ping_every};
   if (scenario_.workload.numeric) {
     trainer_options.learning_rate = scenario_.workload.numeric->learning_rate;
     trainer_options.program = [numeric = numeric_options(scenario_)](int rank, int size) {
@@ -163,12 +163,11 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
     if (t && !t->finished()) return;  // running: a survivor
     TrainerOptions o = trainer_options;
     o.joining = joining;
-    t = std::make_unique<Trainer>(
-        c, rank,
-        TrainerWorld{.executor = world.executor(),
-                     .compute = world.compute(slot),
-                     .membership = membership.get()},
-        o, make_policies(scenario_.policies), recorder_);
+    t = std::make_unique<Trainer>(c, rank,
+                                  TrainerWorld{.executor = world.executor(),
+                                               .compute = world.compute(slot),
+                                               .membership = membership.get()},
+                                  o, make_policies(scenario_.policies), recorder_);
     Trainer* trainer = t.get();
     world.executor().post([trainer] { trainer->start(); });
   };
@@ -343,7 +342,8 @@ nlohmann::json Simulation::summary() const {
       if (a == s.metrics.values.end()) continue;
       accuracy = a->second;
       if (best.is_null() || a->second > best.get<double>()) best = a->second;
-      if (reached.is_null() && numeric->target_accuracy > 0 && a->second >= numeric->target_accuracy) {
+      if (reached.is_null() && numeric->target_accuracy > 0 &&
+          a->second >= numeric->target_accuracy) {
         reached = {{"step", s.step}, {"time_s", to_seconds(s.end.time_since_epoch())}};
       }
     }
