@@ -34,11 +34,11 @@ struct TrainerOptions {
   bool phantom = true;
   std::int64_t steps = 10;
   std::chrono::nanoseconds compute_per_sample{0};
-  EngineOptions engine;                // for this worker's engine, and its successors
-  std::int64_t steps_per_epoch = 0;    // 0: the whole run is one epoch
+  EngineOptions engine;              // for this worker's engine, and its successors
+  std::int64_t steps_per_epoch = 0;  // 0: the whole run is one epoch
   double learning_rate = 0.1;
-  int ping_every = 0;                  // probe every peer's latency every this many steps (0: never)
-  bool joining = false;                // started by a runner in a resize: sync state first
+  int ping_every = 0;    // probe every peer's latency every this many steps (0: never)
+  bool joining = false;  // started by a runner in a resize: sync state first
   // Real gradients only: fill each bucket with (rank + 1 + step % 5) before its allreduce and
   // check every element of the sum after it; a wrong sum fails the worker, naming the bucket.
   bool verify = false;
