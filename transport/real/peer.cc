@@ -63,10 +63,11 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
     throw;
   }
   if (p.options.wait_for_peers && p.config.cluster.size() > 1) {
-    // Bounded: after the connect timeout the transport reports the missing peers as lost.
+    // Bounded: after the connect timeout the transport reports the missing peers as lost. A peer
+    // lost meanwhile ends the wait: the first collective then reports it.
     const auto deadline = std::chrono::steady_clock::now() + p.options.transport.connect_timeout +
                           std::chrono::seconds(1);
-    while (!p.loop.call([&] { return p.transport->all_connected(); }) &&
+    while (!p.loop.call([&] { return p.transport->connecting_settled(); }) &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

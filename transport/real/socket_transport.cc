@@ -265,6 +265,16 @@ bool SocketTransport::all_connected() const {
   return true;
 }
 
+bool SocketTransport::connecting_settled() const {
+  for (int r = 0; r < cluster_.size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == rank_ || lost_[i] || departed_[i]) continue;
+    const auto it = conns_.find(outbound_[i]);
+    if (it == conns_.end() || it->second->phase != Conn::Phase::established) return false;
+  }
+  return true;
+}
+
 // ---- connecting (this peer is the source) ----
 
 void SocketTransport::connect_to(int rank) {
@@ -601,7 +611,9 @@ void SocketTransport::read_frames(Conn& first) {
         for (const auto ack : c.decoder.take_acks())
           lent_.erase(ack);
         if (!borrow(c, messages)) return;
-        deliver(c.peer, messages);
+        const int from = c.peer;
+        deliver(from, messages);  // may close this connection: c is not used after it
+        if (orderly && from >= 0) depart(from);
         close(id, why);
         return;
       }
@@ -633,8 +645,7 @@ void SocketTransport::read_frames(Conn& first) {
       return;
     }
     if (bye) {
-      departed_[static_cast<std::size_t>(peer)] = true;
-      waiting_[static_cast<std::size_t>(peer)].clear();
+      depart(peer);
       close(id, "");
       return;
     }
@@ -859,6 +870,13 @@ void SocketTransport::lose_peer(int rank, const std::string& why) {
       handlers_.on_peer_lost(rank, Status(ErrorCode::peer_lost, why));
     }
   });
+}
+
+void SocketTransport::depart(int rank) {
+  const auto r = static_cast<std::size_t>(rank);
+  departed_[r] = true;
+  waiting_[r].clear();
+  std::erase_if(lent_, [rank](const auto& kv) { return kv.second.rank == rank; });
 }
 
 void SocketTransport::shutdown(Duration limit, std::function<void()> done) {

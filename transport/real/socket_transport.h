@@ -82,6 +82,8 @@ class SocketTransport final : public Transport {
 
   // True once the connection to every other peer has been established (and authenticated).
   bool all_connected() const;
+  // True once no connection is still being made: every other peer is connected, lost or gone.
+  bool connecting_settled() const;
   const SocketTransportStats& stats() const { return stats_; }
   std::size_t lent_outstanding() const { return lent_.size(); }  // lent, not yet acked
   net::Endpoint endpoint_of(int rank) const;
@@ -114,6 +116,8 @@ class SocketTransport final : public Transport {
   void close(ConnId id, const std::string& why);
   void refuse(ConnId id, const std::string& why);
   void lose_peer(int rank, const std::string& why);
+  // A peer said bye: it reads nothing of ours any more, so what we lent it comes back.
+  void depart(int rank);
   void maybe_finish_shutdown();
   void log(const std::string& line) const;
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,9 @@ struct WorkerPool::Impl {
       if (!first_failure) first_failure = 124;
       begin_stop(SIGTERM);
     }
+    // A worker killed by a signal takes its peers down with errors of their own, which can reach
+    // us first: failures are gathered for a moment before the job's exit code is chosen.
+    if (!first_failure && !failures.empty() && now - failures.front().at >= kSettle) decide();
     if (first_failure && !stopping) begin_stop(SIGTERM);
     if (kill_at && now > *kill_at) {
       say("grace period over: SIGKILL");
@@ -107,6 +111,7 @@ struct WorkerPool::Impl {
   }
 
   int finish() {
+    if (!first_failure && !failures.empty()) decide();
     const auto drain_until = Clock::now() + std::chrono::seconds(1);
     while (open_streams() > 0 && Clock::now() <= drain_until) {
       reap();
@@ -232,12 +237,24 @@ struct WorkerPool::Impl {
         say(fmt::format("rank {} ({}) failed with exit code {}{}", c->launch.rank, id.to_string(),
                         c->code,
                         WIFSIGNALED(status) ? fmt::format(" (signal {})", WTERMSIG(status)) : ""));
-        if (!first_failure) first_failure = c->code;
+        failures.push_back({c->launch.rank, c->code, WIFSIGNALED(status), Clock::now()});
       } else {
         say(fmt::format("rank {} ({}) exited with code {}", c->launch.rank, id.to_string(),
                         c->code));
       }
     }
+  }
+
+  // The job's exit code: the first worker killed by a signal (a crash, the OOM killer, kill -9),
+  // else the first to fail.
+  void decide() {
+    const auto signaled =
+        std::find_if(failures.begin(), failures.end(), [](const Failure& f) { return f.signaled; });
+    const Failure& cause = signaled != failures.end() ? *signaled : failures.front();
+    first_failure = cause.code;
+    if (failures.size() > 1)
+      say(fmt::format("{} workers failed; exit code {} is rank {}'s{}", failures.size(), cause.code,
+                      cause.rank, cause.signaled ? ", killed by a signal" : ", the first"));
   }
 
   // Asks every worker to stop; those still running after the grace period are killed.
@@ -320,6 +337,14 @@ struct WorkerPool::Impl {
   std::vector<std::unique_ptr<Child>> children;
   std::set<PeerID> started;
   std::vector<std::pair<PeerID, int>> exits;
+  struct Failure {
+    int rank;
+    int code;
+    bool signaled;
+    Clock::time_point at;
+  };
+  static constexpr std::chrono::milliseconds kSettle{100};
+  std::vector<Failure> failures;  // seen before the stop began
   std::optional<int> first_failure;
   bool stopping = false;
   bool timed_out = false;
@@ -348,6 +373,7 @@ std::vector<std::pair<PeerID, int>> WorkerPool::take_exits() {
   return std::exchange(impl_->exits, {});
 }
 std::optional<int> WorkerPool::failure() const {
+  if (!impl_->first_failure && !impl_->failures.empty()) return impl_->failures.front().code;
   return impl_->first_failure;
 }
 int WorkerPool::finish() {

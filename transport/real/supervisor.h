@@ -1,7 +1,8 @@
 // Supervisor: runs kfrun's local workers and watches them. Each worker is its own process group
 // (so a signal reaches its children too), with stdout and stderr on pipes that are copied out
-// line by line with an "[ip.port::stdout] " prefix (and into -logdir files). The first worker to
-// fail decides the exit code; the others are stopped (SIGTERM, then SIGKILL after a grace
+// line by line with an "[ip.port::stdout] " prefix (and into -logdir files). A failing worker
+// decides the exit code (of those failing within 100 ms, the first killed by a signal: its
+// peers' errors are the consequence); the others are stopped (SIGTERM, then SIGKILL after a grace
 // period). SIGINT/SIGTERM to the supervisor are forwarded; a time limit stops everything.
 // supervise() runs a fixed set of workers; WorkerPool is the same machinery for a caller that
 // starts and retires workers over time (kfrun -w, elastic_supervisor.h).
@@ -30,8 +31,8 @@ struct SupervisorOptions {
   std::chrono::milliseconds detach_timeout{30000};
 };
 
-// Runs the workers to completion. Returns 0 when all succeed, else the first failure's exit
-// code (128 + signal for a signalled worker; 124 on timeout).
+// Runs the workers to completion. Returns 0 when all succeed, else the failure's exit code
+// (128 + signal for a signalled worker; 124 on timeout).
 int supervise(const std::vector<WorkerLaunch>& workers, const SupervisorOptions& options);
 
 // The process machinery under supervise(). It installs kfrun's SIGINT/SIGTERM/SIGCHLD handlers
@@ -57,7 +58,7 @@ class WorkerPool {
   int running() const;
   // (id, exit code) of every worker that exited since the last call, in order.
   std::vector<std::pair<PeerID, int>> take_exits();
-  // The job's exit code once decided: the first failing worker's, 124 on the time limit,
+  // Set once a worker failed: the job's exit code (see supervise()), 124 on the time limit,
   // 128 + signal when kfrun was signalled.
   std::optional<int> failure() const;
   // Copies the remaining output (at most 1 s more) and flushes; returns failure().value_or(0).
