@@ -108,74 +108,70 @@ void FlowNetwork::resolve_from(const std::vector<int>& seeds, FlowId extra_flow)
 
 void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowId>& flows,
                        std::vector<double>& out) const {
-  // Per channel of the component: capacity not yet given to frozen flows, and unfrozen flows.
-  struct Share {
-    double remaining;
-    int unfrozen;
-    bool saturated;
-  };
-  // Channel id -> index in `shares`: a sorted copy searched by binary search keeps this const
-  // and allocation-light for the small components that dominate.
-  std::vector<std::pair<int, int>> index;
-  index.reserve(channels.size());
-  for (std::size_t i = 0; i < channels.size(); ++i)
-    index.emplace_back(channels[i], static_cast<int>(i));
-  std::sort(index.begin(), index.end());
-  const auto local = [&index](int ch) {
-    return std::lower_bound(index.begin(), index.end(), std::make_pair(ch, -1))->second;
-  };
-  std::vector<Share> shares(channels.size());
-  for (std::size_t i = 0; i < channels.size(); ++i)
-    shares[i] = {capacity_[static_cast<std::size_t>(channels[i])], 0, false};
-  // Each flow's route as local channel indices, flattened.
-  std::vector<int> hops;
-  std::vector<std::size_t> first_hop;
-  first_hop.reserve(flows.size() + 1);
+  if (flows.size() == 1) {
+    // Alone on its channels (the common case: a ring's or tree's flow): the tightest channel or
+    // its cap, which is what the filling below gives in one round.
+    const Flow& f = flows_[static_cast<std::size_t>(flows.front())];
+    double level = f.cap;
+    for (int ch : f.route)
+      level = std::min(level, capacity_[static_cast<std::size_t>(ch)]);
+    out[static_cast<std::size_t>(flows.front())] = std::max(level, 0.0);
+    return;
+  }
+  FillScratch& x = scratch_;
+  if (x.local_of_channel.size() < capacity_.size()) x.local_of_channel.resize(capacity_.size());
+  x.shares.resize(channels.size());
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    const auto ch = static_cast<std::size_t>(channels[i]);
+    x.local_of_channel[ch] = static_cast<int>(i);
+    x.shares[i] = {capacity_[ch], 0, false};
+  }
+  x.hops.clear();
+  x.first_hop.clear();
   for (FlowId id : flows) {
-    first_hop.push_back(hops.size());
+    x.first_hop.push_back(x.hops.size());
     for (int ch : flows_[static_cast<std::size_t>(id)].route) {
-      const int l = local(ch);
-      hops.push_back(l);
-      ++shares[static_cast<std::size_t>(l)].unfrozen;
+      const int l = x.local_of_channel[static_cast<std::size_t>(ch)];
+      x.hops.push_back(l);
+      ++x.shares[static_cast<std::size_t>(l)].unfrozen;
     }
   }
-  first_hop.push_back(hops.size());
+  x.first_hop.push_back(x.hops.size());
 
-  std::vector<std::size_t> unfrozen(flows.size());
+  x.unfrozen.resize(flows.size());
   for (std::size_t k = 0; k < flows.size(); ++k)
-    unfrozen[k] = k;
-  std::vector<std::size_t> freezing;
-  while (!unfrozen.empty()) {
+    x.unfrozen[k] = k;
+  while (!x.unfrozen.empty()) {
     double level = kUncapped;
-    for (const Share& s : shares) {
+    for (const Share& s : x.shares) {
       if (s.unfrozen > 0) level = std::min(level, s.remaining / s.unfrozen);
     }
-    for (std::size_t k : unfrozen)
+    for (std::size_t k : x.unfrozen)
       level = std::min(level, flows_[static_cast<std::size_t>(flows[k])].cap);
     level = std::max(level, 0.0);  // rounding may leave a full channel a hair below zero
     const double reach = level * (1 + kTie);
-    for (Share& s : shares)
+    for (Share& s : x.shares)
       s.saturated = s.unfrozen > 0 && s.remaining <= reach * s.unfrozen;
     // Freeze every flow at the level that crosses a full channel or reaches its cap.
-    freezing.clear();
+    x.freezing.clear();
     std::size_t kept = 0;
-    for (std::size_t k : unfrozen) {
+    for (std::size_t k : x.unfrozen) {
       const double cap = flows_[static_cast<std::size_t>(flows[k])].cap;
       bool freeze = cap <= reach;
-      for (std::size_t h = first_hop[k]; !freeze && h < first_hop[k + 1]; ++h)
-        freeze = shares[static_cast<std::size_t>(hops[h])].saturated;
+      for (std::size_t h = x.first_hop[k]; !freeze && h < x.first_hop[k + 1]; ++h)
+        freeze = x.shares[static_cast<std::size_t>(x.hops[h])].saturated;
       if (freeze) {
-        freezing.push_back(k);
+        x.freezing.push_back(k);
         out[static_cast<std::size_t>(flows[k])] = std::min(level, cap);
       } else {
-        unfrozen[kept++] = k;
+        x.unfrozen[kept++] = k;
       }
     }
-    unfrozen.resize(kept);
-    for (std::size_t k : freezing) {
+    x.unfrozen.resize(kept);
+    for (std::size_t k : x.freezing) {
       const double rate = out[static_cast<std::size_t>(flows[k])];
-      for (std::size_t h = first_hop[k]; h < first_hop[k + 1]; ++h) {
-        Share& s = shares[static_cast<std::size_t>(hops[h])];
+      for (std::size_t h = x.first_hop[k]; h < x.first_hop[k + 1]; ++h) {
+        Share& s = x.shares[static_cast<std::size_t>(x.hops[h])];
         s.remaining -= rate;
         --s.unfrozen;
       }

@@ -85,6 +85,21 @@ class FlowNetwork {
   std::vector<int> component_channels_;
   std::vector<FlowId> component_flows_;
   std::vector<double> new_rates_;
+  // fill()'s working sets, kept between solves so the millions of small ones allocate nothing.
+  struct Share {
+    double remaining;  // capacity not yet given to frozen flows
+    int unfrozen;      // flows on the channel still rising
+    bool saturated;
+  };
+  struct FillScratch {
+    std::vector<int> local_of_channel;  // channel id -> index in `shares` (valid for this fill)
+    std::vector<Share> shares;
+    std::vector<int> hops;  // each flow's route as local channel indices, flattened
+    std::vector<std::size_t> first_hop;
+    std::vector<std::size_t> unfrozen;
+    std::vector<std::size_t> freezing;
+  };
+  mutable FillScratch scratch_;
   std::uint64_t solves_ = 0;
   std::uint64_t solved_flows_ = 0;
 };

@@ -26,17 +26,16 @@ class SimMembership::SlotTransport final : public Transport {
             [this](int source_slot, Message m) {
               const Layout* l = owner_.layout(m.header.cluster_version);
               if (l == nullptr) return;
-              const auto it = l->rank_of_slot.find(source_slot);
-              if (it == l->rank_of_slot.end()) return;  // not a member of that version
-              if (handlers_.on_message) handlers_.on_message(it->second, std::move(m));
+              const int rank = l->rank_of(source_slot);
+              if (rank < 0) return;  // not a member of that version
+              if (handlers_.on_message) handlers_.on_message(rank, std::move(m));
             },
         .on_peer_lost =
             [this](int peer_slot, Status why) {
               const Layout* l = owner_.layout(version_);
               if (l == nullptr) return;
-              const auto it = l->rank_of_slot.find(peer_slot);
-              if (it != l->rank_of_slot.end() && handlers_.on_peer_lost)
-                handlers_.on_peer_lost(it->second, std::move(why));
+              const int rank = l->rank_of(peer_slot);
+              if (rank >= 0 && handlers_.on_peer_lost) handlers_.on_peer_lost(rank, std::move(why));
             },
     });
   }
@@ -67,25 +66,27 @@ SimMembership::SimMembership(SimWorld& world, std::vector<PeerID> slots, Cluster
       stored_(std::move(initial)),
       options_(options),
       spawn_(std::move(spawn)) {
-  for (int s = 0; s < capacity(); ++s)
+  for (int s = 0; s < capacity(); ++s) {
+    slot_index_.emplace(slots_[static_cast<std::size_t>(s)], s);
     transports_.push_back(std::make_unique<SlotTransport>(*this, s));
+  }
   learn(stored_);
 }
 
 SimMembership::~SimMembership() = default;
 
 int SimMembership::slot_of(const PeerID& id) const {
-  for (std::size_t s = 0; s < slots_.size(); ++s)
-    if (slots_[s] == id) return static_cast<int>(s);
+  if (const auto it = slot_index_.find(id); it != slot_index_.end()) return it->second;
   throw std::invalid_argument("no worker slot " + id.to_string() + " in the topology");
 }
 
 void SimMembership::learn(const ClusterSpec& cluster) {
   Layout l;
+  l.rank_of_slot.assign(slots_.size(), -1);
   for (int r = 0; r < cluster.size(); ++r) {
     const int slot = slot_of(cluster.worker(r));
     l.slot_of_rank.push_back(slot);
-    l.rank_of_slot[slot] = r;
+    l.rank_of_slot[static_cast<std::size_t>(slot)] = r;
   }
   layouts_[cluster.version()] = std::move(l);
 }

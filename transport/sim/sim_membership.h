@@ -54,13 +54,19 @@ class SimMembership final : public Membership {
   class SlotTransport;
   struct Layout {
     std::vector<int> slot_of_rank;
-    std::map<int, int> rank_of_slot;
+    std::vector<int> rank_of_slot;  // -1: the slot is not a member
+    int rank_of(int slot) const {
+      return slot >= 0 && static_cast<std::size_t>(slot) < rank_of_slot.size()
+                 ? rank_of_slot[static_cast<std::size_t>(slot)]
+                 : -1;
+    }
   };
   const Layout* layout(std::uint64_t version) const;
   void learn(const ClusterSpec& cluster);
 
   SimWorld& world_;
   std::vector<PeerID> slots_;
+  std::map<PeerID, int> slot_index_;  // slots_ inverted
   ClusterSpec stored_;
   SimMembershipOptions options_;
   Spawn spawn_;
