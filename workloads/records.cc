@@ -56,7 +56,23 @@ void RunRecorder::step_started(int rank, std::int64_t step, TimePoint at) {
 }
 
 void RunRecorder::step_finished(const StepRecord& record) {
-  steps_.push_back(record);
+  const StepMetrics& m = record.metrics;
+  StepPeers peers{.egress_total_bps = m.egress_total_bps(),
+                  .ingress_total_bps = m.ingress_total_bps()};
+  for (double l : m.latency_seconds)
+    peers.max_latency_seconds = std::max(peers.max_latency_seconds, l);
+  for (std::size_t p = 0; p < m.egress_bps.size(); ++p) {
+    const double latency = p < m.latency_seconds.size() ? m.latency_seconds[p] : -1.0;
+    const double ingress = p < m.ingress_bps.size() ? m.ingress_bps[p] : 0.0;
+    if (m.egress_bps[p] == 0 && ingress == 0 && latency < 0) continue;
+    peers.peers.push_back({static_cast<int>(p), m.egress_bps[p], ingress, latency});
+  }
+  step_peers_.push_back(std::move(peers));
+  StepRecord& kept = steps_.emplace_back(record);
+  // Freed, not just cleared (`= {}` would keep the capacity).
+  kept.metrics.egress_bps = std::vector<double>();
+  kept.metrics.ingress_bps = std::vector<double>();
+  kept.metrics.latency_seconds = std::vector<double>();
   if (on_step_finished) on_step_finished(record);
 }
 
@@ -161,9 +177,9 @@ nlohmann::json RunRecorder::summary(nlohmann::json run,
     // throughput from before it won back for the rest of the window.
     if (!during.empty()) {
       const std::int64_t first = during.front().step;
-      const auto adaptation = std::find_if(adaptations_.begin(), adaptations_.end(), [&](const Adaptation& a) {
-        return a.step >= first && (a.step <= during.back().step);
-      });
+      const auto adaptation = std::find_if(
+          adaptations_.begin(), adaptations_.end(),
+          [&](const Adaptation& a) { return a.step >= first && (a.step <= during.back().step); });
       if (adaptation != adaptations_.end()) {
         // From the step after the first one run adapted: that one is a transition (bytes of the
         // old paths still queued, new connections opening).
@@ -175,9 +191,9 @@ nlohmann::json RunRecorder::summary(nlohmann::json run,
                            {"detail", adaptation->detail},
                            {"steps_from_start", adaptation->step - first},
                            {"recovered", part(recovered)},
-                           {"recovered_over_before",
-                            b > 0 && !recovered.empty() ? nlohmann::json(throughput(recovered) / b)
-                                                        : nlohmann::json(nullptr)}};
+                           {"recovered_over_before", b > 0 && !recovered.empty()
+                                                         ? nlohmann::json(throughput(recovered) / b)
+                                                         : nlohmann::json(nullptr)}};
       }
     }
     events.push_back(std::move(e));
@@ -204,21 +220,22 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
     out << "rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size,"
            "batch,lr,comm_bytes,comm_span_s,comm_Bps,egress_bps,ingress_bps,max_latency_s,"
            "policy_sums,actions,values\n";
-    for (const auto& s : steps_) {
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      const StepRecord& s = steps_[i];
+      const StepPeers& peers = step_peers_[i];
       const double total = to_seconds(s.end - s.begin);
       const StepMetrics& m = s.metrics;
-      double max_latency = -1;
-      for (double l : m.latency_seconds)
-        max_latency = std::max(max_latency, l);
       out << fmt::format(
-          "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{},{},{:g},{},{:.9f},{:.1f},{:.1f},{:.1f},"
+          "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{},{},{:g},{},{:.9f},{:.1f},{:.1f},{:.1f}"
+          ","
           "{:.9f},{},{},{}\n",
           s.rank, s.step, seconds(s.begin), seconds(s.end), to_seconds(s.compute_end - s.begin),
           to_seconds(s.end - s.compute_end), s.samples,
           total > 0 ? static_cast<double>(s.samples) / total : 0.0, csv_text(s.strategy),
           s.cluster_size, m.batch_per_worker, m.learning_rate, m.collective_bytes,
-          m.collective_span_seconds, m.collective_throughput, m.egress_total_bps(),
-          m.ingress_total_bps(), max_latency, s.policy_sums, csv_text(s.actions), values_text(m));
+          m.collective_span_seconds, m.collective_throughput, peers.egress_total_bps,
+          peers.ingress_total_bps, peers.max_latency_seconds, s.policy_sums, csv_text(s.actions),
+          values_text(m));
     }
     close_checked(out, path);
   }
@@ -228,14 +245,10 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
     const auto path = root / "peers.csv";
     auto out = open_for_write(path);
     out << "rank,step,peer,egress_bps,ingress_bps,latency_s\n";
-    for (const auto& s : steps_) {
-      const StepMetrics& m = s.metrics;
-      for (std::size_t p = 0; p < m.egress_bps.size(); ++p) {
-        const double latency = p < m.latency_seconds.size() ? m.latency_seconds[p] : -1.0;
-        const double ingress = p < m.ingress_bps.size() ? m.ingress_bps[p] : 0.0;
-        if (m.egress_bps[p] == 0 && ingress == 0 && latency < 0) continue;
-        out << fmt::format("{},{},{},{:.1f},{:.1f},{:.9f}\n", s.rank, s.step, p, m.egress_bps[p],
-                           ingress, latency);
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      for (const PeerSample& p : step_peers_[i].peers) {
+        out << fmt::format("{},{},{},{:.1f},{:.1f},{:.9f}\n", steps_[i].rank, steps_[i].step,
+                           p.peer, p.egress_bps, p.ingress_bps, p.latency_seconds);
       }
     }
     close_checked(out, path);

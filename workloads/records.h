@@ -1,7 +1,7 @@
 // RunRecorder: the output records every run writes, simulated or real, so analysis/ can plot
 // both side by side: steps.csv, peers.csv, collectives.csv, events.csv, summary.json and a
-// Chrome trace (trace.json, opens in Perfetto). Everything is in world time (simulated or steady clock), so a
-// simulated run's files are byte-identical for the same scenario and seed.
+// Chrome trace (trace.json, opens in Perfetto). Everything is in world time (simulated or steady
+// clock), so a simulated run's files are byte-identical for the same scenario and seed.
 #pragma once
 
 #include <functional>
@@ -55,7 +55,20 @@ class RunRecorder final : public TrainingObserver {
   std::function<void(const StepRecord&)> on_step_finished;
   std::function<void(int rank, const Status&, TimePoint at)> on_worker_finished;
 
+  // The steps as recorded, except that the per-peer vectors of their metrics (egress_bps,
+  // ingress_bps, latency_seconds) are left empty: kept densely they cost n doubles each per worker
+  // per step, gigabytes over a long run of a thousand workers. peer_samples() has them.
   const std::vector<StepRecord>& steps() const { return steps_; }
+  struct PeerSample {
+    int peer;
+    double egress_bps, ingress_bps, latency_seconds;  // latency < 0: not measured
+  };
+  // steps()[i]'s peers that carried traffic or were probed, and its totals over every peer.
+  struct StepPeers {
+    double egress_total_bps = 0, ingress_total_bps = 0, max_latency_seconds = -1;
+    std::vector<PeerSample> peers;
+  };
+  const std::vector<StepPeers>& peer_samples() const { return step_peers_; }
   std::vector<ClusterStep> cluster_steps() const;
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -68,6 +81,7 @@ class RunRecorder final : public TrainingObserver {
 
  private:
   std::vector<StepRecord> steps_;
+  std::vector<StepPeers> step_peers_;  // parallel to steps_
   std::vector<CollectiveRecord> collectives_;
   std::vector<EventRecord> events_;
   std::vector<std::string> errors_;
