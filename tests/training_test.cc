@@ -8,6 +8,7 @@
 #include <future>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "transport/real/inproc_world.h"
 #include "transport/real/local_compute.h"
@@ -254,6 +255,58 @@ TEST(Optimizers, NoiseScaleIsMeasuredOnRealGradients) {
   EXPECT_TRUE(t.errors.empty());
   for (double g : t.gns)
     EXPECT_GT(g, 0);
+}
+
+}  // namespace
+}  // namespace kf
+
+namespace kf {
+namespace {
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The recorder keeps per-peer metrics sparsely: only peers that carried traffic or were probed
+// reach peers.csv, the totals in steps.csv are over every peer, and steps() holds no n-long
+// vectors.
+TEST(RunRecorder, KeepsPerPeerMetricsSparselyAndWritesThem) {
+  RunRecorder recorder;
+  StepRecord r{.rank = 1, .step = 3, .samples = 32, .strategy = "RING", .cluster_size = 4};
+  r.begin = TimePoint(std::chrono::milliseconds(10));
+  r.compute_end = TimePoint(std::chrono::milliseconds(15));
+  r.end = TimePoint(std::chrono::milliseconds(20));
+  r.metrics.egress_bps = {0, 0, 800, 0};
+  r.metrics.ingress_bps = {100, 0, 0, 0};
+  r.metrics.latency_seconds = {-1, -1, -1, 0.25};
+  recorder.step_finished(r);
+
+  ASSERT_EQ(recorder.steps().size(), 1u);
+  EXPECT_TRUE(recorder.steps()[0].metrics.egress_bps.empty());
+  EXPECT_EQ(recorder.steps()[0].metrics.egress_bps.capacity(), 0u);
+  const auto& peers = recorder.peer_samples().at(0);
+  EXPECT_EQ(peers.egress_total_bps, 800);
+  EXPECT_EQ(peers.ingress_total_bps, 100);
+  EXPECT_EQ(peers.max_latency_seconds, 0.25);
+  ASSERT_EQ(peers.peers.size(), 3u);  // peer 1 did nothing
+  EXPECT_EQ(peers.peers[0].peer, 0);
+  EXPECT_EQ(peers.peers[1].peer, 2);
+  EXPECT_EQ(peers.peers[2].peer, 3);
+
+  char dir[] = "/tmp/kf-records-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  recorder.write(dir, nlohmann::json::object());
+  EXPECT_EQ(read_file_text(std::string(dir) + "/peers.csv"),
+            "rank,step,peer,egress_bps,ingress_bps,latency_s\n"
+            "1,3,0,0.0,100.0,-1.000000000\n"
+            "1,3,2,800.0,0.0,-1.000000000\n"
+            "1,3,3,0.0,0.0,0.250000000\n");
+  const std::string steps = read_file_text(std::string(dir) + "/steps.csv");
+  EXPECT_NE(steps.find(",800.0,100.0,0.250000000,"), std::string::npos) << steps;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
