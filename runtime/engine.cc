@@ -28,7 +28,7 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
   if (options_.timeout <= Duration::zero()) {
     throw std::invalid_argument("engine: timeout must be positive");
   }
-  set_strategy(make_strategy(options_.strategy, cluster_.host_of()));
+  set_strategy(shared_strategy(options_.strategy, cluster_.host_of()));
   egress_bytes_.assign(static_cast<std::size_t>(cluster_.size()), 0);
   ingress_bytes_.assign(static_cast<std::size_t>(cluster_.size()), 0);
   transport_.set_handlers({
@@ -60,19 +60,27 @@ Engine::~Engine() {
 }
 
 void Engine::set_strategy(Strategy strategy) {
+  set_strategy(std::make_shared<const Strategy>(std::move(strategy)));
+}
+
+void Engine::set_strategy(std::shared_ptr<const Strategy> strategy) {
   strategy_ = compile(std::move(strategy));
   rooted_.clear();
 }
 
 std::shared_ptr<const CompiledStrategy> Engine::compile(Strategy strategy) const {
-  for (const auto& pair : strategy.pairs) {
+  return compile(std::make_shared<const Strategy>(std::move(strategy)));
+}
+
+std::shared_ptr<const CompiledStrategy> Engine::compile(
+    std::shared_ptr<const Strategy> strategy) const {
+  for (const auto& pair : strategy->pairs) {
     if (pair.broadcast.size() != size()) {
       throw GraphError(fmt::format("strategy {} has {} nodes, the cluster has {} workers",
-                                   strategy.name, pair.broadcast.size(), size()));
+                                   strategy->name, pair.broadcast.size(), size()));
     }
   }
-  return std::make_shared<const CompiledStrategy>(
-      std::make_shared<const Strategy>(std::move(strategy)), rank_);
+  return std::make_shared<const CompiledStrategy>(std::move(strategy), rank_);
 }
 
 std::shared_ptr<const CompiledStrategy> Engine::rooted(int root) {

@@ -53,7 +53,9 @@ class Engine {
   // agreeing on the swap across peers (barrier + consensus) is the caller's business.
   std::shared_ptr<const CompiledStrategy> strategy() const { return strategy_; }
   void set_strategy(Strategy strategy);
+  void set_strategy(std::shared_ptr<const Strategy> strategy);
   std::shared_ptr<const CompiledStrategy> compile(Strategy strategy) const;
+  std::shared_ptr<const CompiledStrategy> compile(std::shared_ptr<const Strategy> strategy) const;
   // The first pair of the current strategy re-rooted at `root`, for rooted operations.
   std::shared_ptr<const CompiledStrategy> rooted(int root);
 

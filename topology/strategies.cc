@@ -2,6 +2,8 @@
 #include <array>
 #include <cctype>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <unordered_map>
@@ -295,6 +297,21 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of) {
   for (const auto& pair : s.pairs)
     validate_graph_pair(pair);
   return s;
+}
+
+std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<const int> host_of) {
+  using Key = std::pair<StrategyName, std::vector<int>>;
+  static std::mutex mutex;
+  static std::map<Key, std::weak_ptr<const Strategy>> cache;
+  Key key{name, std::vector<int>(host_of.begin(), host_of.end())};
+  const std::lock_guard lock(mutex);
+  if (const auto it = cache.find(key); it != cache.end()) {
+    if (auto kept = it->second.lock()) return kept;
+  }
+  std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
+  auto built = std::make_shared<const Strategy>(make_strategy(name, host_of));
+  cache[std::move(key)] = built;
+  return built;
 }
 
 GraphPair pair_from_broadcast(Graph broadcast) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -71,6 +72,11 @@ GraphPair pair_from_broadcast(Graph broadcast);
 // host_of[r] = the host index rank r runs on. Hosts are numbered by first appearance; the first
 // rank on a host is its master. Every returned pair is validated.
 Strategy make_strategy(StrategyName name, std::span<const int> host_of);
+
+// make_strategy(), built once per (name, host_of) while anyone holds the result: a process that
+// runs many engines of one cluster (a simulation of a thousand workers) shares one copy of the
+// graphs instead of building and keeping a thousand. Thread-safe.
+std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<const int> host_of);
 
 // The first rank of each host, in order of first appearance.
 std::vector<int> host_masters(std::span<const int> host_of);

@@ -338,7 +338,12 @@ void SocketTransport::on_connected(Conn& c) {
     c.hello.nonce_address = reinterpret_cast<std::uintptr_t>(c.hello.nonce.data());
   }
   if (!send_all(c.fd.get(), handshake::encode(c.hello))) {
-    close(c.id, fmt::format("handshake with {} failed: {}", c.address, net::errno_text(errno)));
+    // Cut before any verdict, like a connection closed while we wait for the welcome (see
+    // read_handshake): the peer's listener is being replaced. Try again within the deadline.
+    const int code = errno;
+    const int rank = c.peer;
+    close(c.id, "");
+    retry_connect(rank, code);
     return;
   }
   c.phase = Conn::Phase::await_welcome;
