@@ -521,3 +521,24 @@ TEST(MinimumSpanningTreeTest, RejectsBadMatrices) {
 }
 
 }  // namespace
+
+namespace kf {
+namespace {
+
+TEST(SharedStrategy, OneCopyPerNameAndLayoutWhileHeld) {
+  const std::vector<int> two_hosts{0, 0, 1, 1};
+  const auto a = shared_strategy(StrategyName::binary_tree_star, two_hosts);
+  const auto b = shared_strategy(StrategyName::binary_tree_star, two_hosts);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(a->digest(), make_strategy(StrategyName::binary_tree_star, two_hosts).digest());
+  const auto other_layout =
+      shared_strategy(StrategyName::binary_tree_star, std::vector{0, 1, 2, 3});
+  const auto other_name = shared_strategy(StrategyName::star, two_hosts);
+  EXPECT_NE(other_layout.get(), a.get());
+  EXPECT_NE(other_name.get(), a.get());
+  EXPECT_EQ(other_name->name, "STAR");
+  EXPECT_THROW(shared_strategy(StrategyName::star, std::vector{0, -1}), GraphError);
+}
+
+}  // namespace
+}  // namespace kf
