@@ -4,14 +4,14 @@
 
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <sys/wait.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -83,7 +83,10 @@ inline bool eventually(const std::function<bool()>& pred,
 // One peer with a socket transport, recording deliveries and losses.
 class Node {
  public:
-  Node(const ClusterSpec& cluster, int rank, SocketTransportOptions options = {}) {
+  // keep_lends_unread: payloads a same-host peer lends are kept as they came, not read (as the
+  // engine does with a message it cannot use yet), so the lend stays out.
+  Node(const ClusterSpec& cluster, int rank, SocketTransportOptions options = {},
+       bool keep_lends_unread = false) {
     if (!options.log) {
       options.log = [this](const std::string& line) {
         std::lock_guard lock(mu_);
@@ -103,6 +106,7 @@ class Node {
                 std::lock_guard lock(mu_);
                 lost_.push_back({peer, why.message()});
               },
+          .remote_payloads = keep_lends_unread,
       });
       transport_->start();
     });

@@ -130,6 +130,21 @@ TEST(SocketTransport, OrderlyShutdownIsNoLoss) {
   EXPECT_TRUE(b.lost().empty());
 }
 
+TEST(ZeroCopy, WhatWasLentToAPeerThatSaidByeComesBack) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0);
+  Node b(cluster, 1, {}, /*keep_lends_unread=*/true);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+  a.send(1, numbered(0, 0, 4u << 20));
+  ASSERT_TRUE(eventually([&] { return b.received_count() == 1; }));
+  EXPECT_EQ(a.stats().lent, 1u);
+  EXPECT_EQ(a.lent_outstanding(), 1u);  // b holds it unread
+  b.shut_down();                        // a bye, with the lend never taken
+  EXPECT_TRUE(eventually([&] { return a.lent_outstanding() == 0; }, std::chrono::seconds(3)));
+  EXPECT_TRUE(a.lost().empty());
+}
+
 TEST(SocketTransport, StartUpRetriesUntilThePeerListens) {
   const auto base = free_port_base(2);
   const ClusterSpec cluster = ClusterSpec::local(2, base);
