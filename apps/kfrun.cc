@@ -1,7 +1,8 @@
 // kfrun: KungFu's launcher. Run it once on every host with the same flags; each computes the same
 // global worker list, starts its own workers with the KUNGFU_* environment, prefixes their output
-// and exits with the first failing worker's code. With -w (elastic) it also follows the config
-// server and starts the workers that a resized cluster adds on its host.
+// and exits with a failing worker's code (of those failing within 100 ms of the first, the first
+// killed by a signal: the others' errors follow from it). With -w (elastic) it also follows the
+// config server and starts the workers that a resized cluster adds on its host.
 //   kfrun -np 4 -H 10.0.0.1:2,10.0.0.2:2 -nic eth0 ./train --epochs 3
 //   kfrun -w -np 2 -H 10.0.0.1:4,10.0.0.2:4 -nic eth0 -config-server http://10.0.0.1:9100 ./train
 #include <fmt/format.h>
@@ -15,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "policies/registry.h"
 #include "transport/real/config_client.h"
 #include "transport/real/config_server.h"
 #include "transport/real/elastic_supervisor.h"
-#include "policies/registry.h"
 #include "transport/real/flags.h"
 #include "transport/real/launch_plan.h"
 #include "transport/real/supervisor.h"

@@ -39,9 +39,9 @@ ClusterSpec initial_cluster(const ConfigClient& client, const ClusterSpec& plann
 
 // Starts the workers of `initial` on this host (KUNGFU_JOINING=1 when its version is above 0:
 // the job is already running) and follows the config server. Returns kfrun's exit code:
-//   - the first failing worker's code (non-zero exit, or 128 + signal), 124 on -timeout, 128 +
-//     signal when kfrun was signalled, after stopping the others (a worker stopped for
-//     overstaying its drop is not a failure);
+//   - a failing worker's code as supervise() picks it (non-zero exit, or 128 + signal), 124 on
+//     -timeout, 128 + signal when kfrun was signalled, after stopping the others (a worker
+//     stopped for overstaying its drop is not a failure);
 //   - 0 once no local worker runs and a fresh GET shows no newer version and every worker of the
 //     latest cluster on this host has run and exited 0, or the latest cluster has none here;
 //   - a runner that never had a local worker keeps watching (growth may bring one) until a
