@@ -397,7 +397,13 @@ TEST(ScenarioErrors, NamedValues) {
                      "elastic.initial_workers: must be between 1 and");
   expect_parse_error(kBase + "elastic: {spawn: 1s}\n", 3, 11, "unknown key 'spawn' in elastic");
   expect_parse_error("steps: 1\ntopology: {hosts: 1, host_qdisc: red}\n", 2, 34,
-                     "topology.host_qdisc: unknown qdisc 'red' (known: fq_codel, none)");
+                     "topology.host_qdisc: unknown qdisc 'red' (known: fq_codel, none, tsq)");
+  {
+    const Scenario p =
+        parse_scenario("steps: 1\ntopology: {hosts: 2, host_qdisc: tsq}\n", "s.yaml");
+    EXPECT_TRUE(p.topology.host_tsq);
+    EXPECT_FALSE(p.topology.host_fq_codel);
+  }
   {
     const Scenario p = parse_scenario(
         "steps: 2\ntopology: {hosts: 4, host_qdisc: fq_codel}\nelastic: {initial_workers: 2, "
@@ -411,6 +417,7 @@ TEST(ScenarioErrors, NamedValues) {
     EXPECT_EQ(p.elastic.spawn_delay, std::chrono::milliseconds(500));
     EXPECT_EQ(p.ping_every, 5);
     EXPECT_TRUE(p.topology.host_fq_codel);
+    EXPECT_FALSE(p.topology.host_tsq);
   }
   expect_parse_error(kBase + "workload: {model: resnet51}\n", 3, 19,
                      "workload.model: unknown model 'resnet51'");

@@ -32,6 +32,14 @@ constexpr std::uint64_t kFrameHeaderBytes = 40;
 // costs more than its merging copies).
 constexpr std::uint64_t kWritePiece = 64 << 10;
 
+// host_qdisc: tsq (see Ns3Options::host_tsq): a device ring of two packets (one on the wire, one
+// ready) under a per-flow fair queue that never drops. What all of a host's sockets may have
+// unacknowledged (socket buffer / segment, summed over its connections) stays far below
+// kTsqQueuePackets, and no sojourn time reaches kNeverDrop, so CoDel never acts.
+constexpr std::uint32_t kTsqRingPackets = 2;
+constexpr std::uint32_t kTsqQueuePackets = 1u << 30;
+constexpr const char* kNeverDrop = "1000000s";  // FqCoDel takes its times as strings
+
 std::uint64_t wire_bytes(const Message& m) {
   return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
 }
@@ -175,8 +183,8 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   // (our real transport sets TCP_NODELAY), an ACK every 2 segments, proportional rate reduction.
   // Known gaps to Linux: ns-3 has no RACK / tail loss probe, so a lost retransmission waits for
   // the retransmission timer (>= min_rto); no TCP small queues, so a host's own drop-tail queue
-  // can drop its segments (Linux keeps them in the socket buffer); and a host queue is FIFO, so
-  // ACKs wait behind bulk data (Linux's default qdisc is a per-flow fair queue). Note: a
+  // can drop its segments (Linux keeps them in the socket buffer) and ACKs wait behind bulk data
+  // (host_qdisc: tsq stands in for TSQ, see Ns3Options::host_tsq). Note: a
   // RcvBufSize below SndBufSize makes ns-3 3.37 crash in TcpRateLinux::SkbSent once the receive
   // window limits the sender.
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubic::GetTypeId()));
@@ -210,6 +218,21 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     // Assign() adds a default FqCoDel queue disc; a link's queue is the drop-tail queue the
     // scenario sizes, as on a switch port, so take the queue disc away.
     TrafficControlHelper().Uninstall(devices);
+    if (options.host_tsq) {
+      for (int end = 0; end < 2; ++end) {
+        const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
+        if (topo.nodes[node].kind == NodeKind::switch_) continue;
+        Ptr<NetDevice> device = devices.Get(static_cast<std::uint32_t>(end));
+        DynamicCast<PointToPointNetDevice>(device)->GetQueue()->SetMaxSize(
+            QueueSize(QueueSizeUnit::PACKETS, kTsqRingPackets));
+        TrafficControlHelper fair;
+        fair.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize",
+                              QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, kTsqQueuePackets)),
+                              "Target", StringValue(kNeverDrop), "Interval",
+                              StringValue(kNeverDrop));
+        fair.Install(device);
+      }
+    }
     if (options.host_fq_codel) {
       TrafficControlHelper fq;
       fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc");

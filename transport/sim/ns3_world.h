@@ -38,6 +38,13 @@ struct Ns3Options {
   // Put Linux's default qdisc (fq_codel: per-flow fair queueing, short queues) on every host's
   // NIC, as on a real host; switch ports stay drop-tail queues of the link's size either way.
   bool host_fq_codel = false;
+  // A Linux host's egress as TCP small queues shape it, whatever its qdisc: each socket keeps
+  // at most a packet or two in the queue and the rest waits in its socket buffer, so the host
+  // never drops its own segments and a plain FIFO serves its sockets in turn. Modelled as a
+  // per-flow fair queue that never drops over a device ring of two packets. ns-3's TCP has no
+  // TSQ: without this its windows fill a host's drop-tail queue, and a host with a bulk flow
+  // delays (and drops) its other connections' segments behind it.
+  bool host_tsq = false;
 };
 
 using Ns3Stats = WorldStats;  // simulator_events: executed by ns-3 so far

@@ -441,10 +441,12 @@ TopologyConfig Reader::topology(const Node& n) const {
                    "hosts_per_leaf", "uplink", "oversubscription", "host_qdisc"});
   TopologyConfig t;
   if (const auto q = m.get("host_qdisc")) {
-    const std::string qdisc = scalar(*q, m.child("host_qdisc"), "fq_codel or none");
-    if (qdisc != "fq_codel" && qdisc != "none")
-      fail(*q, m.child("host_qdisc"), "unknown qdisc '" + qdisc + "' (known: fq_codel, none)");
+    const std::string qdisc = scalar(*q, m.child("host_qdisc"), "none, fq_codel or tsq");
+    if (qdisc != "fq_codel" && qdisc != "none" && qdisc != "tsq") {
+      fail(*q, m.child("host_qdisc"), "unknown qdisc '" + qdisc + "' (known: fq_codel, none, tsq)");
+    }
     t.host_fq_codel = qdisc == "fq_codel";
+    t.host_tsq = qdisc == "tsq";
   }
   if (const auto k = m.get("kind")) {
     const std::string kind = scalar(*k, m.child("kind"), "star or leaf-spine");

@@ -92,8 +92,10 @@ struct TopologyConfig {
   int hosts_per_leaf = 1;
   LinkSpec uplink;            // leaf <-> spine
   bool outside_host = false;  // add node "outside" on the switch (set when an event names it)
-  // Hosts' NIC qdisc: none (the link's drop-tail queue only) or fq_codel (Linux's default).
+  // Hosts' NIC qdisc: none (the link's drop-tail queue only), fq_codel (Linux's default) or tsq
+  // (what TCP small queues make of a host queue: lossless, flows served in turn; Ns3Options).
   bool host_fq_codel = false;
+  bool host_tsq = false;
 };
 
 // Real math in the simulation: a numeric model trained on a dataset, its gradients (real bytes)

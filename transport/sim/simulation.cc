@@ -93,7 +93,8 @@ std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology&
   if (sc.world == "ns3") {
     return std::make_unique<Ns3World>(topo, Ns3Options{.seed = sc.seed,
                                                        .compute_jitter = sc.workload.compute_jitter,
-                                                       .host_fq_codel = sc.topology.host_fq_codel});
+                                                       .host_fq_codel = sc.topology.host_fq_codel,
+                                                       .host_tsq = sc.topology.host_tsq});
   }
   throw std::invalid_argument("unknown world '" + sc.world + "'");
 #else
