@@ -218,29 +218,28 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     // Assign() adds a default FqCoDel queue disc; a link's queue is the drop-tail queue the
     // scenario sizes, as on a switch port, so take the queue disc away.
     TrafficControlHelper().Uninstall(devices);
-    if (options.host_tsq) {
-      for (int end = 0; end < 2; ++end) {
-        const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
-        if (topo.nodes[node].kind == NodeKind::switch_) continue;
-        Ptr<NetDevice> device = devices.Get(static_cast<std::uint32_t>(end));
+    // The host ends of this link (a switch port keeps the drop-tail queue in every case).
+    std::vector<Ptr<NetDevice>> host_ends;
+    for (int end = 0; end < 2; ++end) {
+      const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
+      if (topo.nodes[node].kind != NodeKind::switch_)
+        host_ends.push_back(devices.Get(static_cast<std::uint32_t>(end)));
+    }
+    for (const Ptr<NetDevice>& device : host_ends) {
+      TrafficControlHelper qdisc;
+      if (options.host_tsq) {
         DynamicCast<PointToPointNetDevice>(device)->GetQueue()->SetMaxSize(
             QueueSize(QueueSizeUnit::PACKETS, kTsqRingPackets));
-        TrafficControlHelper fair;
-        fair.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize",
-                              QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, kTsqQueuePackets)),
-                              "Target", StringValue(kNeverDrop), "Interval",
-                              StringValue(kNeverDrop));
-        fair.Install(device);
+        qdisc.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize",
+                               QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, kTsqQueuePackets)),
+                               "Target", StringValue(kNeverDrop), "Interval",
+                               StringValue(kNeverDrop));
+      } else if (options.host_fq_codel) {
+        qdisc.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
+      } else {
+        continue;
       }
-    }
-    if (options.host_fq_codel) {
-      TrafficControlHelper fq;
-      fq.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
-      for (int end = 0; end < 2; ++end) {
-        const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
-        if (topo.nodes[node].kind != NodeKind::switch_)
-          fq.Install(devices.Get(static_cast<std::uint32_t>(end)));
-      }
+      qdisc.Install(device);
     }
     for (int end = 0; end < 2; ++end) {
       const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
