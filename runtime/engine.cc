@@ -280,11 +280,14 @@ void Engine::on_message(int source, Message message) {
     send(source, std::move(pong));
     return;
   }
-  const std::string name = message.header.name;
+  // Taken out, not copied (a long name would cost an allocation per message): operations match
+  // by the mailbox key and the header's other fields, never by the header's name.
+  const std::string name = std::move(message.header.name);
   if (const auto it = active_.find(name);
       it != active_.end() && it->second->accepts(source, message.header)) {
-    it->second->on_message(source, std::move(message));
-    settle(name);
+    Operation& op = *it->second;
+    op.on_message(source, std::move(message));
+    if (op.done()) settle(name);  // a second lookup once per operation, not per message
     return;
   }
   // Early: its operation has not started here yet (or this is the next instance of the name).

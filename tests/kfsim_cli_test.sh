@@ -86,5 +86,28 @@ else
   failures=$((failures + 1))
 fi
 
-echo "$((11 - failures)) passed, $failures failed"
+# --compare over the arms of `variants:`: each arm in both worlds (OUT/ARM/{ns3,flow}/ and its
+# per-step OUT/ARM/compare.csv), and one summary row per arm and world in OUT/compare.csv.
+write arms.yaml <<'YAML'
+steps: 3
+topology: {kind: star, hosts: 3, link: {bandwidth: 10Gbps, mtu: 9000}}
+workload: {model: resnet56, device: v100, batch_per_worker: 16}
+strategy: RING_RS_AG
+variants:
+  ring: {strategy: RING_RS_AG}
+  star: {strategy: STAR}
+YAML
+if "$kfsim" "$work/arms.yaml" --quiet --compare ns3,flow --out "$work/arms" && \
+   for arm in ring star; do
+     [[ -s "$work/arms/$arm/ns3/steps.csv" && -s "$work/arms/$arm/flow/steps.csv" ]] || false
+     [[ $(wc -l <"$work/arms/$arm/compare.csv") -eq 4 ]] || { echo "$arm: not 3 steps"; false; }
+     grep -q "^$arm,flow," "$work/arms/compare.csv" || { echo "$arm: no flow row"; false; }
+   done && grep -q "dropped_packets" "$work/arms/star/ns3/summary.json"; then
+  echo "ok   --compare runs every arm in both worlds"
+else
+  echo "FAIL --compare over variants"
+  failures=$((failures + 1))
+fi
+
+echo "$((12 - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -405,6 +405,14 @@ TEST(ScenarioErrors, NamedValues) {
     EXPECT_FALSE(p.topology.host_fq_codel);
   }
   {
+    // A Linux host's queue by default; none only when asked for.
+    EXPECT_TRUE(parse_scenario("steps: 1\ntopology: {hosts: 2}\n", "s.yaml").topology.host_tsq);
+    const Scenario p =
+        parse_scenario("steps: 1\ntopology: {hosts: 2, host_qdisc: none}\n", "s.yaml");
+    EXPECT_FALSE(p.topology.host_tsq);
+    EXPECT_FALSE(p.topology.host_fq_codel);
+  }
+  {
     const Scenario p = parse_scenario(
         "steps: 2\ntopology: {hosts: 4, host_qdisc: fq_codel}\nelastic: {initial_workers: 2, "
         "spawn_delay: 500ms}\nmonitoring: {ping_every: 5}\npolicy:\n  - adaptive_strategy\n"

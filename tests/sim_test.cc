@@ -187,6 +187,35 @@ TEST(SimLeafSpine, TrafficToDifferentDestinationsUsesEverySpine) {
   EXPECT_NEAR(seconds[1], 0.8, 0.08);
 }
 
+// ---- losses: what the packet world counts and the fluid one leaves out ----
+
+// Bulk flows into w0 over 1 Gbps links whose drop-tail queues hold 8 packets; returns the drops.
+std::uint64_t drops_of_bulk_incast(int senders, bool host_tsq) {
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 5us, .mtu = 1500, .queue_packets = 8};
+  Ns3World world(star_topology(4, 1, link, link), {.seed = 1, .host_tsq = host_tsq});
+  int left = senders;
+  world.executor().post([&] {
+    const char* from[] = {"w1", "w2", "w3"};
+    for (int s = 0; s < senders; ++s) {
+      world.send_bulk(from[s], "w0", 4'000'000, [&] {
+        if (--left == 0) world.stop();
+      });
+    }
+  });
+  world.run();
+  EXPECT_EQ(left, 0);
+  return world.stats().dropped_packets;
+}
+
+TEST(SimLosses, DropsAreCountedWhereQueuesOverflow) {
+  // A lone flow through same-speed links: TSQ keeps its backlog in the socket, nothing drops;
+  // with the host's own 8-packet drop-tail queue its window overflows that queue.
+  EXPECT_EQ(drops_of_bulk_incast(1, true), 0u);
+  EXPECT_GT(drops_of_bulk_incast(1, false), 0u);
+  // Three flows converging on the switch port into w0 overflow it, TSQ or not.
+  EXPECT_GT(drops_of_bulk_incast(3, true), 0u);
+}
+
 // ---- determinism ----
 
 std::string slurp(const std::filesystem::path& p) {

@@ -139,6 +139,26 @@ class Ns3World::Impl {
   void lost(int observer, int peer, const std::string& why);
   void pace(int id);
   void spread_over_spines();
+  template <typename Callback>
+  static void connect_drops(ns3::ObjectBase& source, Callback count, const char* trace = "Drop") {
+    if (!source.TraceConnectWithoutContext(trace, count)) {
+      std::string names;
+      for (ns3::TypeId t = source.GetInstanceTypeId();; t = t.GetParent()) {
+        for (std::size_t i = 0; i < t.GetTraceSourceN(); ++i)
+          names += " " + t.GetTraceSource(i).name;
+        if (t == t.GetParent()) break;
+      }
+      throw std::logic_error("ns-3: " + source.GetInstanceTypeId().GetName() + " has no " + trace +
+                             " trace source (it has:" + names + ")");
+    }
+  }
+  void count_queue_drop(ns3::Ptr<const ns3::Packet>) { ++stats.dropped_packets; }
+  void count_qdisc_drop(ns3::Ptr<const ns3::QueueDiscItem>) { ++stats.dropped_packets; }
+  // ns-3 enters CA_LOSS exactly when the retransmission timer fires (a traced value reports
+  // changes only, so a backed-off timer firing again in CA_LOSS is not counted twice).
+  void count_timeout(ns3::TcpSocketState::TcpCongState_t, ns3::TcpSocketState::TcpCongState_t to) {
+    if (to == ns3::TcpSocketState::CA_LOSS) ++stats.retransmission_timeouts;
+  }
 
   SimExecutor executor;
   std::vector<std::unique_ptr<SimPort>> links;  // per worker slot
@@ -239,7 +259,11 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
       } else {
         continue;
       }
-      qdisc.Install(device);
+      connect_drops(*qdisc.Install(device).Get(0), MakeCallback(&Impl::count_qdisc_drop, this));
+    }
+    for (std::uint32_t end = 0; end < 2; ++end) {
+      connect_drops(*DynamicCast<PointToPointNetDevice>(devices.Get(end))->GetQueue(),
+                    MakeCallback(&Impl::count_queue_drop, this));
     }
     for (int end = 0; end < 2; ++end) {
       const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
@@ -249,6 +273,12 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
       }
     }
     link_devices.push_back(devices);
+  }
+  // A port whose device queue is full stops it, and traffic control then drops the packet
+  // itself (the queue never sees it): that is where a switch port's drops are counted.
+  for (std::uint32_t i = 0; i < nodes.GetN(); ++i) {
+    connect_drops(*nodes.Get(i)->GetObject<TrafficControlLayer>(),
+                  MakeCallback(&Impl::count_queue_drop, this), "TcDrop");
   }
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
   spread_over_spines();
@@ -407,6 +437,9 @@ void Ns3World::Impl::open(Connection& c) {
                           }),
                           Callback<void, Ptr<Socket>>(
                               [this, &c](Ptr<Socket>) { lost(c.src, c.dst, "connection reset"); }));
+  if (!c.tx->TraceConnectWithoutContext("CongState", MakeCallback(&Impl::count_timeout, this))) {
+    throw std::logic_error("ns-3: TcpSocketBase has no CongState trace source");
+  }
   c.tx->Connect(InetSocketAddress(node_address[dst_node], options.port));
 }
 

@@ -22,6 +22,14 @@ struct WorldStats {
   std::uint64_t messages = 0;          // runtime messages delivered
   std::uint64_t message_bytes = 0;     // their wire bytes
   std::uint64_t background_bytes = 0;  // bytes received by background sinks
+  // Packets a queue dropped (ns-3: device queues and host qdiscs; the flow world loses nothing).
+  // TCP recovers each with a retransmission, and the time that costs is the usual reason the
+  // packet world is slower than the fluid one.
+  std::uint64_t dropped_packets = 0;
+  // Times a runtime connection's retransmission timer fired (ns-3; a timer firing again, backed
+  // off, before the connection recovered counts once): each stalls that connection for at least
+  // the minimum RTO, and a collective waits for its slowest connection.
+  std::uint64_t retransmission_timeouts = 0;
 };
 
 class SimWorld {

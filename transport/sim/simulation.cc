@@ -302,7 +302,9 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   world_stats_ = {{"simulator_events", stats.simulator_events},
                   {"messages", stats.messages},
                   {"message_bytes", stats.message_bytes},
-                  {"background_bytes", stats.background_bytes}};
+                  {"background_bytes", stats.background_bytes},
+                  {"dropped_packets", stats.dropped_packets},
+                  {"retransmission_timeouts", stats.retransmission_timeouts}};
   if (const auto* flow = dynamic_cast<const FlowWorld*>(&world)) {
     world_stats_["rate_solves"] = flow->flow_stats().rate_solves;
     world_stats_["solved_flows"] = flow->flow_stats().solved_flows;
