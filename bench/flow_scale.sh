@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The flow world at scale: scenarios/scale-1024.yaml (1,024 workers, ResNet-50, RING_RS_AG,
 # leaf-spine) for STEPS steps (default 100), with its wall time and peak resident memory.
-#   bench/flow_scale.sh [KFSIM] [STEPS]
+#   bench/flow_scale.sh [BUILD_DIR | KFSIM] [STEPS]      (./kf bench flow_scale [STEPS])
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-kfsim="${1:-$here/build/release/apps/kfsim}"
+kfsim="${1:-$here/build/release}"
+[[ -d "$kfsim" ]] && kfsim="$kfsim/apps/kfsim"  # ./kf bench passes the build directory
 steps="${2:-100}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
