@@ -29,8 +29,8 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
     throw std::invalid_argument("engine: timeout must be positive");
   }
   set_strategy(shared_strategy(options_.strategy, cluster_.host_of()));
-  egress_bytes_.assign(static_cast<std::size_t>(cluster_.size()), 0);
-  ingress_bytes_.assign(static_cast<std::size_t>(cluster_.size()), 0);
+  egress_bytes_ = PeerBytes(static_cast<std::size_t>(cluster_.size()));
+  ingress_bytes_ = PeerBytes(static_cast<std::size_t>(cluster_.size()));
   transport_.set_handlers({
       .on_message = [this](int source, Message m) { on_message(source, std::move(m)); },
       .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },
@@ -252,7 +252,7 @@ void Operation::send(int destination, std::size_t chunk, std::uint32_t step, Con
 void Engine::send(int destination, Message message) {
   message.header.cluster_version = cluster_.version();
   if (destination >= 0 && destination < size())
-    egress_bytes_[static_cast<std::size_t>(destination)] += message.payload.size();
+    egress_bytes_.add(destination, message.payload.size());
   transport_.send(destination, std::move(message));
 }
 
@@ -267,8 +267,7 @@ void Engine::on_message(int source, Message message) {
     newer_.emplace_back(source, std::move(message));
     return;
   }
-  if (source >= 0 && source < size())
-    ingress_bytes_[static_cast<std::size_t>(source)] += message.payload.size();
+  if (source >= 0 && source < size()) ingress_bytes_.add(source, message.payload.size());
   if (message.header.kind == MessageKind::p2p_request) {
     on_p2p_request(source, std::move(message));
     return;

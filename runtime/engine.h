@@ -19,6 +19,7 @@
 #include "runtime/executor.h"
 #include "runtime/operation.h"
 #include "runtime/p2p_store.h"
+#include "runtime/peer_bytes.h"
 #include "runtime/routes.h"
 #include "runtime/transport.h"
 
@@ -73,8 +74,8 @@ class Engine {
   Payload payload_of(Operation& op, ConstBufferView data);
 
   // Bytes this peer sent to / received from each rank (payloads), for monitoring.
-  const std::vector<std::uint64_t>& egress_bytes() const { return egress_bytes_; }
-  const std::vector<std::uint64_t>& ingress_bytes() const { return ingress_bytes_; }
+  const std::vector<std::uint64_t>& egress_bytes() const { return egress_bytes_.totals(); }
+  const std::vector<std::uint64_t>& ingress_bytes() const { return ingress_bytes_.totals(); }
   // Messages from an older cluster version, dropped on arrival.
   std::uint64_t stale_messages() const { return stale_messages_; }
 
@@ -110,6 +111,9 @@ class Engine {
 
   ClusterSpec cluster_;
   int rank_;
+  // Beside the fields every message reads (one cache line fewer per message at scale).
+  PeerBytes egress_bytes_;
+  PeerBytes ingress_bytes_;
   Executor& executor_;
   Transport& transport_;
   EngineOptions options_;
@@ -125,8 +129,6 @@ class Engine {
   std::map<std::uint64_t, Lending> lending_;
   std::unordered_map<std::string, std::deque<Stashed>> mailbox_;
   std::map<int, Status> lost_peers_;
-  std::vector<std::uint64_t> egress_bytes_;
-  std::vector<std::uint64_t> ingress_bytes_;
   std::uint64_t stale_messages_ = 0;
   std::vector<std::pair<int, Message>> newer_;
   BlobStore blobs_;
