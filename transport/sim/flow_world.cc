@@ -76,13 +76,15 @@ class FlowWorld::Impl {
     double forward_s_per_byte = 0;  // store-and-forward: sum over hops after the first of 1 / rate
     bool open = false;              // handshake done
     bool opening = false;
-    bool closed = false;                                     // by a failure: nothing more is sent
-    std::deque<std::pair<Message, std::uint64_t>> queue;     // not fully sent yet
-    double front_sent = 0;                                   // bytes of the front message sent
-    FlowNetwork::FlowId flow = -1;                           // active while the queue is not
-    std::int64_t settled_at = 0;                             // front_sent is as of this time
-    std::uint64_t generation = 0;                            // of the pending "front sent" event
-    std::deque<std::pair<Message, std::uint64_t>> arriving;  // sent, crossing the path
+    bool closed = false;  // by a failure: nothing more is sent
+    // In order: [0, sent) have left and are crossing the path, [sent, end) wait to be sent. One
+    // queue, so a message is not moved from one to another on the way.
+    std::deque<std::pair<Message, std::uint64_t>> messages;
+    std::size_t sent = 0;
+    double front_sent = 0;          // bytes of the front message sent
+    FlowNetwork::FlowId flow = -1;  // active while some wait
+    std::int64_t settled_at = 0;    // front_sent is as of this time
+    std::uint64_t generation = 0;   // of the pending "front sent" event
     std::int64_t last_arrival = 0;
   };
 
@@ -198,8 +200,9 @@ void FlowWorld::Impl::measure(Connection& c) {
 void FlowWorld::Impl::send(int src, int dst, Message message) {
   if (failed[static_cast<std::size_t>(src)]) return;
   if (dst < 0 || dst >= static_cast<int>(ports.size()) || dst == src) return;
-  const bool fresh = find_connection(src, dst) == nullptr;
-  Connection& c = connection(src, dst);
+  Connection* found = find_connection(src, dst);
+  const bool fresh = found == nullptr;
+  Connection& c = fresh ? connection(src, dst) : *found;
   if (c.closed) return;  // the peer's end closed: already reported
   if (failed[static_cast<std::size_t>(dst)]) {
     // No one listens there any more: the connection attempt is refused after a round trip.
@@ -208,7 +211,7 @@ void FlowWorld::Impl::send(int src, int dst, Message message) {
     return;
   }
   const std::uint64_t bytes = wire_bytes(message);
-  c.queue.emplace_back(std::move(message), bytes);
+  c.messages.emplace_back(std::move(message), bytes);
   if (!c.open) {
     if (!c.opening) {
       c.opening = true;
@@ -224,7 +227,7 @@ void FlowWorld::Impl::send(int src, int dst, Message message) {
 }
 
 void FlowWorld::Impl::start_flow(Connection& c) {
-  if (c.flow >= 0 || c.queue.empty()) return;
+  if (c.flow >= 0 || c.sent == c.messages.size()) return;
   c.front_sent = 0;
   c.settled_at = now();
   c.flow = network.add_flow(c.route);
@@ -265,7 +268,7 @@ void FlowWorld::Impl::settle(Connection& c, double rate) {
 // Schedules the moment the front message's last byte leaves, at the flow's current rate.
 void FlowWorld::Impl::reschedule(Connection& c) {
   const std::uint64_t generation = ++c.generation;
-  const double left = static_cast<double>(c.queue.front().second) - c.front_sent;
+  const double left = static_cast<double>(c.messages[c.sent].second) - c.front_sent;
   const double rate = network.rate(c.flow);
   const auto wait =
       left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9));
@@ -276,8 +279,7 @@ void FlowWorld::Impl::reschedule(Connection& c) {
 void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
   if (generation != c.generation) return;  // the rate changed since: rescheduled
   settle(c, network.rate(c.flow));
-  auto [message, bytes] = std::move(c.queue.front());
-  c.queue.pop_front();
+  const std::uint64_t bytes = c.messages[c.sent++].second;
   c.front_sent = std::max(0.0, c.front_sent - static_cast<double>(bytes));
   // Its last packet is stored and forwarded at every hop after the first.
   const auto last_packet =
@@ -287,9 +289,8 @@ void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
       now() + c.latency_ns +
           static_cast<std::int64_t>(std::llround(last_packet * c.forward_s_per_byte * 1e9)));
   c.last_arrival = arrival;
-  c.arriving.emplace_back(std::move(message), bytes);
   clock.schedule_at(arrival, [cp = &c] { cp->world->arrive(*cp); });
-  if (!c.queue.empty()) {
+  if (c.sent < c.messages.size()) {
     reschedule(c);  // same rate: no other flow is affected
   } else {
     stop_flow(c);
@@ -297,8 +298,9 @@ void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
 }
 
 void FlowWorld::Impl::arrive(Connection& c) {
-  auto [message, bytes] = std::move(c.arriving.front());
-  c.arriving.pop_front();
+  auto [message, bytes] = std::move(c.messages.front());
+  c.messages.pop_front();
+  --c.sent;
   ++stats.messages;
   stats.message_bytes += bytes;
   if (failed[static_cast<std::size_t>(c.dst)]) return;
@@ -441,13 +443,15 @@ void FlowWorld::fail(int rank) {
     if (c->src == rank && !c->closed) {
       // What was not sent yet would reach the peer as a partial message at best: dropped.
       c->closed = true;
-      c->queue.clear();
+      c->messages.erase(c->messages.begin() + static_cast<std::ptrdiff_t>(c->sent),
+                        c->messages.end());
       w.stop_flow(*c);
       w.lost_later(c->dst, c->src, std::max(w.now() + c->latency_ns, c->last_arrival),
                    "connection closed by the peer");
     } else if (c->dst == rank && !c->closed) {
       c->closed = true;
-      c->queue.clear();
+      c->messages.erase(c->messages.begin() + static_cast<std::ptrdiff_t>(c->sent),
+                        c->messages.end());
       w.stop_flow(*c);
       w.lost_later(c->src, c->dst, w.now() + c->latency_ns, "connection closed by the peer");
     }
