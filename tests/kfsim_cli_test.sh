@@ -97,12 +97,17 @@ variants:
   ring: {strategy: RING_RS_AG}
   star: {strategy: STAR}
 YAML
-if "$kfsim" "$work/arms.yaml" --quiet --compare ns3,flow --out "$work/arms" && \
-   for arm in ring star; do
-     [[ -s "$work/arms/$arm/ns3/steps.csv" && -s "$work/arms/$arm/flow/steps.csv" ]] || false
-     [[ $(wc -l <"$work/arms/$arm/compare.csv") -eq 4 ]] || { echo "$arm: not 3 steps"; false; }
-     grep -q "^$arm,flow," "$work/arms/compare.csv" || { echo "$arm: no flow row"; false; }
-   done && grep -q "dropped_packets" "$work/arms/star/ns3/summary.json"; then
+arms_ok() {
+  local arm
+  for arm in ring star; do
+    [[ -s "$work/arms/$arm/ns3/steps.csv" && -s "$work/arms/$arm/flow/steps.csv" ]] ||
+      { echo "$arm: records missing"; return 1; }
+    [[ $(wc -l <"$work/arms/$arm/compare.csv") -eq 4 ]] || { echo "$arm: not 3 steps"; return 1; }
+    grep -q "^$arm,flow," "$work/arms/compare.csv" || { echo "$arm: no flow row"; return 1; }
+  done
+  grep -q "dropped_packets" "$work/arms/star/ns3/summary.json"
+}
+if "$kfsim" "$work/arms.yaml" --quiet --compare ns3,flow --out "$work/arms" && arms_ok; then
   echo "ok   --compare runs every arm in both worlds"
 else
   echo "FAIL --compare over variants"

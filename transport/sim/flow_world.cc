@@ -81,7 +81,7 @@ class FlowWorld::Impl {
     // queue, so a message is not moved from one to another on the way.
     std::deque<std::pair<Message, std::uint64_t>> messages;
     std::size_t sent = 0;
-    double front_sent = 0;          // bytes of the front message sent
+    double front_sent = 0;          // bytes of the first waiting message sent
     FlowNetwork::FlowId flow = -1;  // active while some wait
     std::int64_t settled_at = 0;    // front_sent is as of this time
     std::uint64_t generation = 0;   // of the pending "front sent" event
