@@ -32,7 +32,7 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
   egress_bytes_ = PeerBytes(static_cast<std::size_t>(cluster_.size()));
   ingress_bytes_ = PeerBytes(static_cast<std::size_t>(cluster_.size()));
   transport_.set_handlers({
-      .on_message = [this](int source, Message m) { on_message(source, std::move(m)); },
+      .on_message = [this](int source, Message&& m) { on_message(source, std::move(m)); },
       .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },
       .remote_payloads = true,
   });

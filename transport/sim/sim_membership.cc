@@ -23,7 +23,7 @@ class SimMembership::SlotTransport final : public Transport {
     }
     inner.set_handlers({
         .on_message =
-            [this](int source_slot, Message m) {
+            [this](int source_slot, Message&& m) {
               const Layout* l = owner_.layout(m.header.cluster_version);
               if (l == nullptr) return;
               const int rank = l->rank_of(source_slot);
