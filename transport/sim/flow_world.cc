@@ -108,7 +108,7 @@ class FlowWorld::Impl {
   Connection* find_connection(int src, int dst) const;
   Connection& connection(int src, int dst);
   void measure(Connection& c);
-  void send(int src, int dst, Message message);
+  void send(int src, int dst, Message&& message);
   void start_flow(Connection& c);
   void stop_flow(Connection& c);
   void apply_changes();
@@ -159,7 +159,7 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
   reported_lost.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     ports.push_back(std::make_unique<SimPort>(
-        r, [this](int src, int dst, Message m) { send(src, dst, std::move(m)); },
+        r, [this](int src, int dst, Message&& m) { send(src, dst, std::move(m)); },
         [this](std::function<void()> fn) { clock.post(std::move(fn)); }));
     computes.push_back(
         std::make_unique<FlowCompute>(clock, options.seed, r, options.compute_jitter));
@@ -197,7 +197,7 @@ void FlowWorld::Impl::measure(Connection& c) {
   }
 }
 
-void FlowWorld::Impl::send(int src, int dst, Message message) {
+void FlowWorld::Impl::send(int src, int dst, Message&& message) {
   if (failed[static_cast<std::size_t>(src)]) return;
   if (dst < 0 || dst >= static_cast<int>(ports.size()) || dst == src) return;
   Connection* found = find_connection(src, dst);

@@ -288,7 +288,7 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   reported_lost.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     links.push_back(std::make_unique<SimPort>(
-        r, [this](int src, int dst, Message m) { send(src, dst, std::move(m)); },
+        r, [this](int src, int dst, Message&& m) { send(src, dst, std::move(m)); },
         [](std::function<void()> fn) { ns3::Simulator::ScheduleNow(std::move(fn)); }));
     computes.push_back(std::make_unique<SimCompute>(options.seed, r, options.compute_jitter));
     const auto node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(r)]);

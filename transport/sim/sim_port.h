@@ -14,7 +14,7 @@ namespace kf {
 
 class SimPort final : public Transport {
  public:
-  using Send = std::function<void(int source, int destination, Message message)>;
+  using Send = std::function<void(int source, int destination, Message&& message)>;
   using PostNow = std::function<void(std::function<void()> fn)>;  // run fn from the event loop
 
   SimPort(int rank, Send send, PostNow post_now)
@@ -29,7 +29,7 @@ class SimPort final : public Transport {
   }
 
   // A message from `source` has arrived.
-  void deliver(int source, Message message) {
+  void deliver(int source, Message&& message) {
     if (handlers_.on_message && parked_.empty()) {
       handlers_.on_message(source, std::move(message));
     } else {
