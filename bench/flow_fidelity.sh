@@ -8,7 +8,7 @@
 # SCENARIO: a name in scenarios/ without .yaml (default: all but the flow-only scale-1024).
 # Writes DIR/flow_fidelity.csv and DIR/flow_fidelity.md (DIR: out/flow_fidelity); exit 1 when a
 # run fails, 2 on bad arguments. Reported, not asserted: a cell outside 10% does not fail it.
-# About 8 minutes on the 2-core development machine.
+# About 6 minutes on the 2-core development machine (the sum of the scenarios' compare runs).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="$here/build/release"
