@@ -17,14 +17,17 @@ std::vector<Range> split_by_bytes(std::size_t count, std::size_t elem_size,
 
 std::vector<Range> split_even(std::size_t offset, std::size_t count, int parts) {
   std::vector<Range> out(static_cast<std::size_t>(parts));
-  const std::size_t base = count / static_cast<std::size_t>(parts);
-  const std::size_t extra = count % static_cast<std::size_t>(parts);
-  std::size_t first = offset;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] = {first, base + (i < extra ? 1 : 0)};
-    first += out[i].count;
-  }
+  for (int i = 0; i < parts; ++i)
+    out[static_cast<std::size_t>(i)] = even_part(offset, count, parts, i);
   return out;
+}
+
+Range even_part(std::size_t offset, std::size_t count, int parts, int index) {
+  const auto n = static_cast<std::size_t>(parts);
+  const auto i = static_cast<std::size_t>(index);
+  const std::size_t base = count / n;
+  const std::size_t extra = count % n;
+  return {offset + i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
 }  // namespace kf

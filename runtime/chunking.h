@@ -20,4 +20,8 @@ std::vector<Range> split_by_bytes(std::size_t count, std::size_t elem_size,
 // count % parts ranges hold one element more. Some ranges are empty when count < parts.
 std::vector<Range> split_even(std::size_t offset, std::size_t count, int parts);
 
+// Range `index` of split_even(offset, count, parts), computed rather than looked up: a ring of
+// n workers would otherwise keep n ranges per slice and touch a different one per message.
+Range even_part(std::size_t offset, std::size_t count, int parts, int index);
+
 }  // namespace kf

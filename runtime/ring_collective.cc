@@ -29,17 +29,13 @@ RingAllreduce::RingAllreduce(Engine& engine, std::string name, ConstBufferView i
       op_(op) {
   const std::size_t slice_bytes = engine.options().chunk_bytes * static_cast<std::size_t>(n_);
   for (const Range& r : split_by_bytes(output_.count(), output_.elem_size(), slice_bytes)) {
-    Slice s;
-    s.parts = split_even(r.first, r.count, n_);
-    s.arrived.assign(2 * static_cast<std::size_t>(n_ - 1), false);
-    s.remaining = s.arrived.size();
-    slices_.push_back(std::move(s));
+    slices_.push_back(Slice{r});
   }
   remaining_ = n_ == 1 ? 0 : slices_.size();  // one rank: the copy is the result
 }
 
 BufferView RingAllreduce::part(const Slice& s, int p) const {
-  const Range& r = s.parts[static_cast<std::size_t>(p)];
+  const Range r = even_part(s.range.first, s.range.count, n_, p);
   return output_.slice(r.first, r.count);
 }
 
@@ -53,15 +49,14 @@ void RingAllreduce::start() {
   // reduce-scatter fold (out = in + arrival) or by the all-gather.
   const int right = wrap(rank_ + 1);
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    const Range& r = slices_[i].parts[static_cast<std::size_t>(rank_)];
+    const Range r = even_part(slices_[i].range.first, slices_[i].range.count, n_, rank_);
     send(right, i, 0, input_.slice(r.first, r.count));
   }
 }
 
 bool RingAllreduce::accepts(int source, const MessageHeader& h) const {
   return h.kind == MessageKind::collective && source == wrap(rank_ - 1) &&
-         h.chunk < slices_.size() && h.step < slices_[h.chunk].arrived.size() &&
-         !slices_[h.chunk].arrived[h.step];
+         h.chunk < slices_.size() && h.step == slices_[h.chunk].next_step && h.step < steps();
 }
 
 void RingAllreduce::on_message(int /*source*/, Message message) {
@@ -78,10 +73,10 @@ void RingAllreduce::on_message(int /*source*/, Message message) {
     finish(mismatch_status(*this, rank_, index, step, *why));
     return;
   }
-  s.arrived[step] = true;
+  ++s.next_step;
   const int right = wrap(rank_ + 1);
   if (scatter) {
-    const Range& r = s.parts[static_cast<std::size_t>(p)];
+    const Range r = even_part(s.range.first, s.range.count, n_, p);
     if (const auto why =
             reduce_payload_to(dst, input_.slice(r.first, r.count), message.payload, op_)) {
       finish(mismatch_status(*this, rank_, index, step, *why));
@@ -101,16 +96,14 @@ void RingAllreduce::on_message(int /*source*/, Message message) {
     }
     if (s_local < last) send(right, index, step + 1, dst);
   }
-  if (--s.remaining == 0 && --remaining_ == 0) finish();
+  if (s.next_step == steps() && --remaining_ == 0) finish();
 }
 
 std::string RingAllreduce::waiting_for() const {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    for (std::size_t step = 0; step < slices_[i].arrived.size(); ++step) {
-      if (!slices_[i].arrived[step]) {
-        return fmt::format("slice {} step {} from rank {} ({} slices left)", i, step,
-                           wrap(rank_ - 1), remaining_);
-      }
+    if (slices_[i].next_step < steps()) {
+      return fmt::format("slice {} step {} from rank {} ({} slices left)", i, slices_[i].next_step,
+                         wrap(rank_ - 1), remaining_);
     }
   }
   return "nothing";

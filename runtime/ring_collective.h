@@ -10,6 +10,7 @@
 // RingAllgather: block b (rank b's input) travels the ring in n - 1 steps, chunk by chunk.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "runtime/buffer.h"
@@ -30,12 +31,17 @@ class RingAllreduce final : public Operation {
   std::string waiting_for() const override;
 
  private:
+  // One slice's whole state in 24 bytes: with a thousand workers every message lands on another
+  // worker's operation, and each separately allocated piece of state would be one more cache miss.
+  // A slice's steps arrive in order (they come from one neighbour, each sent only after the one
+  // before it arrived there, and a transport keeps a pair's messages in order), so the next
+  // expected step says which have arrived.
   struct Slice {
-    std::vector<Range> parts;   // n parts, as even as possible
-    std::vector<bool> arrived;  // per step, 2(n - 1) steps
-    std::size_t remaining = 0;
+    Range range;                  // its n parts: even_part(range, n, p)
+    std::uint32_t next_step = 0;  // of 2(n - 1)
   };
   BufferView part(const Slice& s, int p) const;
+  std::uint32_t steps() const { return 2 * static_cast<std::uint32_t>(n_ - 1); }
   int wrap(int v) const { return ((v % n_) + n_) % n_; }
 
   int n_;

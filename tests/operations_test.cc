@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "harness.h"
+#include "runtime/chunking.h"
 #include "topology/strategy.h"
 
 namespace kf {
@@ -25,6 +26,27 @@ constexpr std::size_t kChunk = 4096;  // small chunks: many pieces even for mode
 std::vector<std::size_t> sizes_around_chunks(DType t) {
   const std::size_t chunk = kChunk / dtype_size(t);
   return {0, 1, 7, chunk - 1, chunk + 1, 3 * chunk + 5};
+}
+
+// even_part computes what split_even lists: the same ranges, tiling [offset, offset + count).
+TEST(Chunking, EvenPartIsSplitEvenRangeByRange) {
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1023},
+                                  std::size_t{1024}, std::size_t{25557032}}) {
+    for (const int parts : {1, 2, 3, 7, 1024}) {
+      const std::vector<Range> all = split_even(17, count, parts);
+      ASSERT_EQ(all.size(), static_cast<std::size_t>(parts));
+      std::size_t next = 17;
+      for (int p = 0; p < parts; ++p) {
+        const Range r = even_part(17, count, parts, p);
+        EXPECT_EQ(r.first, all[static_cast<std::size_t>(p)].first) << count << "/" << parts;
+        EXPECT_EQ(r.count, all[static_cast<std::size_t>(p)].count) << count << "/" << parts;
+        EXPECT_EQ(r.first, next);
+        EXPECT_LE(r.count, count / static_cast<std::size_t>(parts) + 1);
+        next += r.count;
+      }
+      EXPECT_EQ(next, 17 + count);
+    }
+  }
 }
 
 // (strategy, n, zero copy): with zero copy on, payloads are borrowed from the senders' buffers and
