@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 
 #include "harness.h"
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_world.h"
+#include "transport/sim/ring_queue.h"
 #include "transport/sim/scenario.h"
 #include "transport/sim/simulation.h"
 
@@ -19,6 +22,38 @@ namespace kf {
 namespace {
 
 using namespace std::chrono_literals;
+
+// A connection's queue: first in, first out across wrap-around and growth, indexable from the
+// front, truncatable from the back, and what it drops is released at once.
+TEST(RingQueue, KeepsOrderAcrossWrapAroundGrowthAndTruncation) {
+  RingQueue<std::pair<std::shared_ptr<int>, int>> q;
+  std::deque<int> expected;
+  std::weak_ptr<int> dropped;
+  int next = 0;
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    const unsigned action = rng() % 7;
+    if (action < 4 || q.empty()) {
+      q.emplace_back(std::make_shared<int>(next), next);
+      expected.push_back(next++);
+    } else if (action < 6) {
+      ASSERT_EQ(q.front().second, expected.front());
+      dropped = q.front().first;
+      q.pop_front();
+      expected.pop_front();
+      EXPECT_TRUE(dropped.expired()) << "a popped element is released at once";
+    } else {
+      const std::size_t keep = q.size() / 2;
+      q.truncate(keep);
+      expected.resize(keep);
+    }
+    ASSERT_EQ(q.size(), expected.size());
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      ASSERT_EQ(q[i].second, expected[i]) << "round " << round << " position " << i;
+      ASSERT_EQ(*q[i].first, expected[i]);
+    }
+  }
+}
 
 // ---- max-min fair rates, by hand ----
 

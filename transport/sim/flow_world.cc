@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -13,6 +12,7 @@
 #include "transport/sim/event_queue.h"
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_routes.h"
+#include "transport/sim/ring_queue.h"
 #include "transport/sim/sim_port.h"
 
 namespace kf {
@@ -79,7 +79,7 @@ class FlowWorld::Impl {
     bool closed = false;  // by a failure: nothing more is sent
     // In order: [0, sent) have left and are crossing the path, [sent, end) wait to be sent. One
     // queue, so a message is not moved from one to another on the way.
-    std::deque<std::pair<Message, std::uint64_t>> messages;
+    RingQueue<std::pair<Message, std::uint64_t>> messages;
     std::size_t sent = 0;
     double front_sent = 0;          // bytes of the first waiting message sent
     FlowNetwork::FlowId flow = -1;  // active while some wait
@@ -131,6 +131,9 @@ class FlowWorld::Impl {
   std::vector<std::unique_ptr<FlowCompute>> computes;
   // Per source: (destination, connection), few each (a ring has one, a star's root n - 1).
   std::vector<std::vector<std::pair<int, Connection*>>> connections_from;
+  // Per source, the connection it last sent on: a ring sends on one connection only, and a dense
+  // array stays in cache where a thousand small per-source lists would not.
+  mutable std::vector<Connection*> last_connection;
   std::vector<std::unique_ptr<Connection>> connection_list;  // in creation order
   std::vector<Owner> owners;                                 // by flow id
   std::vector<bool> failed;
@@ -156,6 +159,7 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
   const int n = static_cast<int>(topo.worker_node.size());
   failed.assign(static_cast<std::size_t>(n), false);
   connections_from.resize(static_cast<std::size_t>(n));
+  last_connection.assign(static_cast<std::size_t>(n), nullptr);
   reported_lost.resize(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     ports.push_back(std::make_unique<SimPort>(
@@ -167,8 +171,11 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
 }
 
 FlowWorld::Impl::Connection* FlowWorld::Impl::find_connection(int src, int dst) const {
-  for (const auto& [d, c] : connections_from[static_cast<std::size_t>(src)])
-    if (d == dst) return c;
+  Connection* last = last_connection[static_cast<std::size_t>(src)];
+  if (last != nullptr && last->dst == dst) return last;
+  for (const auto& [d, c] : connections_from[static_cast<std::size_t>(src)]) {
+    if (d == dst) return last_connection[static_cast<std::size_t>(src)] = c;
+  }
   return nullptr;
 }
 
@@ -443,15 +450,13 @@ void FlowWorld::fail(int rank) {
     if (c->src == rank && !c->closed) {
       // What was not sent yet would reach the peer as a partial message at best: dropped.
       c->closed = true;
-      c->messages.erase(c->messages.begin() + static_cast<std::ptrdiff_t>(c->sent),
-                        c->messages.end());
+      c->messages.truncate(c->sent);
       w.stop_flow(*c);
       w.lost_later(c->dst, c->src, std::max(w.now() + c->latency_ns, c->last_arrival),
                    "connection closed by the peer");
     } else if (c->dst == rank && !c->closed) {
       c->closed = true;
-      c->messages.erase(c->messages.begin() + static_cast<std::ptrdiff_t>(c->sent),
-                        c->messages.end());
+      c->messages.truncate(c->sent);
       w.stop_flow(*c);
       w.lost_later(c->src, c->dst, w.now() + c->latency_ns, "connection closed by the peer");
     }
