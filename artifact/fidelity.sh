@@ -2,7 +2,7 @@
 # Fidelity of the simulated worlds against a real cluster of network namespaces (issue 9).
 #
 #   artifact/fidelity.sh [--quick] [--out DIR] [--build DIR] [--reps N] [--jobs N]
-#                        [--parts real,sim,report] [--set KEY=VALUE ...]
+#                        [--parts real,sim,report] [--set KEY=VALUE ...] [--tcp NAME]
 #
 # real:   4 network namespaces on a Linux bridge (tests/netns_lib.sh), each veth tbf-limited to
 #         1 Gbit/s each way, MTU 1500; one kfrun + `kfbench allreduce --json` per namespace, sizes
@@ -17,6 +17,9 @@
 #         OUT/fidelity.png/.pdf (analysis/kfplot/fidelity.py).
 #
 # --set: one more `kfsim --set` for every simulated run (another queue mapping, say).
+# --tcp: the real namespaces' congestion control (net.ipv4.tcp_congestion_control, set in each
+#        namespace). Default cubic: what ns-3 runs, and Linux's default; some kernels default to
+#        bbr, whose paced flows queue far less at a tbf. `system` keeps the kernel's default.
 # OUT: artifact/out/fidelity (default). The build (apps/kfsim, kfrun, kfbench): build/release
 # unless --build or $KF_BUILD. Exit code: 0 done (fidelity is reported per cell, not asserted),
 # 1 a run failed, 2 bad usage, 77 no network namespaces here (with --parts including real).
@@ -34,6 +37,7 @@ REPS=""
 JOBS=2
 PARTS="real,sim,report"
 SETS=()
+TCP=cubic
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -43,6 +47,7 @@ while (($#)); do
     --jobs) (($# >= 2)) || usage; JOBS="$2"; shift ;;
     --parts) (($# >= 2)) || usage; PARTS="$2"; shift ;;
     --set) (($# >= 2)) || usage; SETS+=(--set "$2"); shift ;;
+    --tcp) (($# >= 2)) || usage; TCP="$2"; shift ;;
     -h | --help) usage ;;
     *) echo "fidelity.sh: unknown argument '$1'" >&2; usage ;;
   esac
@@ -82,15 +87,36 @@ real_part() {
   SUBNET=10.79.0
   MTU=1500
   source "$ROOT/tests/netns_lib.sh"
-  trap netns_cleanup EXIT INT TERM
+  ALLOWED_CC=/proc/sys/net/ipv4/tcp_allowed_congestion_control
+  ALLOWED_BEFORE="$(cat "$ALLOWED_CC")"
+  real_cleanup() {
+    netns_cleanup
+    # Put the host's list back as it was (a namespace may only pick what the host allows).
+    [[ "$(cat "$ALLOWED_CC")" == "$ALLOWED_BEFORE" ]] || echo "$ALLOWED_BEFORE" >"$ALLOWED_CC"
+  }
+  trap real_cleanup EXIT INT TERM
   command -v iperf3 >/dev/null || skip "iperf3 is not installed (the contention flood)"
   netns_setup 1gbit
+  local ns
+  if [[ "$TCP" != system && " $ALLOWED_BEFORE " != *" $TCP "* ]]; then
+    echo "$ALLOWED_BEFORE $TCP" >"$ALLOWED_CC" 2>/dev/null
+  fi
+  for ns in $(seq 0 $((N - 1))); do
+    if [[ "$TCP" != system ]] &&
+      ! ip netns exec "${TAG}n$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$TCP"; then
+      echo "fidelity.sh: --tcp $TCP: not available here (net.ipv4.tcp_available_congestion_control:" \
+        "$(cat /proc/sys/net/ipv4/tcp_available_congestion_control))" >&2
+      return 1
+    fi
+  done
+  ip netns exec "${TAG}n0" sysctl -n net.ipv4.tcp_congestion_control >"$WORK/tcp"
   local hosts="" outside="$SUBNET.$N"
   for i in $(seq 0 $((WORKERS - 1))); do hosts="${hosts:+$hosts,}$SUBNET.$((i + 1)):1"; done
   ip netns exec "${TAG}n$WORKERS" iperf3 -s -D --logfile "$WORK/iperf-server.log" ||
     skip "iperf3 -s failed"
   mkdir -p "$OUT/real"
   rm -f "$OUT"/real/*.json "$OUT"/real/*.tc
+  cp "$WORK/tcp" "$OUT/real/tcp.txt"  # the report names the congestion control the runs used
   local rep strategy cont
   for rep in $(seq 1 "$REPS"); do
     for cont in 0 1; do
@@ -129,7 +155,7 @@ real_part() {
       done
     done
   done
-  netns_cleanup
+  real_cleanup
   trap - EXIT INT TERM
 }
 
@@ -189,7 +215,7 @@ sim_part() {
 
 status=0
 if has_part real; then
-  echo "== real: 4 namespaces, 1 Gbit/s tbf, MTU 1500; sizes ${SIZES[*]}; $REPS run(s) each"
+  echo "== real: 4 namespaces, 1 Gbit/s tbf, MTU 1500, TCP $TCP; sizes ${SIZES[*]}; $REPS run(s) each"
   t0=$SECONDS
   real_part || exit 1
   echo "real part: $((SECONDS - t0)) s"

@@ -175,7 +175,8 @@ def _label(c: Cell) -> str:
     return f"{c.strategy} {size_name(c.size)} {'contended' if c.contention else 'quiet'}"
 
 
-def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[float]) -> dict:
+def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[float],
+             tcp: Optional[str] = None) -> dict:
     s = summary(cells, target)
     ms = lambda v: "-" if v is None else f"{v / 1000:.1f}"  # noqa: E731
     pct = lambda v: "-" if v is None else f"{v:+.1f}%"  # noqa: E731
@@ -188,7 +189,8 @@ def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[fl
         "`artifact/scenarios/fidelity.yaml` (the same star, 1 Gbps, MTU 1500, queues of the tbf "
         "backlog), one allreduce per step, no compute; contended: 2 greedy flows w0 -> outside. "
         "Times in ms: real = kfbench's median iteration (slowest rank), sim = median step's "
-        "slowest-rank allreduce time. Error = (sim - real) / real.",
+        "slowest-rank allreduce time. Error = (sim - real) / real." +
+        (f" Real TCP: {tcp} (ns-3 runs CUBIC)." if tcp else ""),
         "",
         f"| strategy | size | contention | real (ms) | ns-3 (ms) | flow (ms) | ns-3 err | flow err "
         f"| ns-3 within {target:g}% |",
@@ -246,12 +248,21 @@ DISCUSSION = """## What the worlds leave out
   broadcast (max-min in the flow world; equal windows in ns-3), so every worker finishes together
   and consecutive iterations cannot overlap; real TCP flows through one tbf do not finish together,
   and the first worker served starts its next contribution while the root still serves the others.
-- **TCP small queues.** Linux keeps a sender's backlog in its socket (about 1 ms of data per
-  socket in the qdisc): the iperf3 flood never overflows worker 0's tbf (`real/*.tc`: 0 drops at
-  both of worker 0's queues) and its backlog there stays short and shared per socket. ns-3 has no TSQ: the flood's CUBIC windows fill the host's drop-tail
-  queue (8400 packets, 100 ms), the runtime's segments queue behind it or are dropped, and ns-3 has
-  no RACK / tail-loss probe, so a lost tail waits for the retransmission timer (>= 200 ms). This is
-  where ns-3 misses most, on the contended cells; the flow world's fair shares come closer there.
+- **TCP small queues over one FIFO.** Linux keeps a sender's backlog in its socket and lets each
+  socket hold only about a millisecond of its pacing rate in the qdisc (at least two 64 KB GSO
+  packets), so worker 0's tbf never drops (`real/*.tc`). ns-3 has no TSQ; `host_qdisc: tsq`
+  stands in for it with a lossless per-flow fair queue, which serves a host's sockets strictly in
+  turn. Real sockets share the tbf's one FIFO in proportion to what each may queue there, and a
+  connection coming back from idle with a new chunk may queue more than a greedy flood stream:
+  with CUBIC the real ring gets about half of worker 0's link against the 2-stream flood
+  (RING_RS_AG, 1 MiB: 26.7 ms contended, 13.2 ms quiet) where ns-3's fair queue gives it a third
+  (39.4 ms). A steady third iperf3 stream gets 38% (378 Mbit/s against 311 per flood stream).
+  Larger fair-queue quanta (125 KiB, 1 MiB) do not change the ring's share. This is where ns-3
+  misses most.
+- **Congestion control.** ns-3 runs CUBIC and `fidelity.sh` pins the real namespaces to it
+  (`--tcp`, recorded in `real/tcp.txt`). Under BBR, this machine's kernel default, the real
+  contended cells are up to 62% slower (BBR's paced flood takes a larger share of worker 0's
+  link) and the quiet ones within about 14%.
 - **No slow start, no losses** in the flow world: it is optimistic where several flows converge
   (BINARY_TREE_STAR, STAR at 16-64 MiB)."""
 
@@ -321,7 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fidelity: {e}", file=sys.stderr)
         return 1
     write_csv(cells, a.out / "fidelity.csv")
-    s = write_md(cells, a.out / "fidelity.md", a.target, a.wall)
+    tcp_file = a.out / "real" / "tcp.txt"  # the congestion control the real runs used
+    tcp = tcp_file.read_text().strip() if tcp_file.exists() else None
+    s = write_md(cells, a.out / "fidelity.md", a.target, a.wall, tcp)
     plot(cells, a.out / "fidelity", a.target)
     print((a.out / "fidelity.md").read_text())
     missing = [c for c in cells if c.real_us is None or c.ns3_us is None or c.flow_us is None]

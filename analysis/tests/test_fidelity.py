@@ -56,6 +56,7 @@ class FidelityTest(unittest.TestCase):
     def test_report(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = fake_out(Path(tmp))
+            (out / "real" / "tcp.txt").write_text("cubic\n")
             with contextlib.redirect_stdout(io.StringIO()):
                 rc = fidelity.main([str(out), "--sizes", "1MiB,16MiB", "--wall", "12"])
             self.assertEqual(rc, 0)
@@ -67,6 +68,7 @@ class FidelityTest(unittest.TestCase):
             md = (out / "fidelity.md").read_text()
             self.assertIn("ns-3: 12 of 12 cells within 10% of real (target met)", md)
             self.assertIn("flow: 0 of 12 cells within 10%", md)
+            self.assertIn("Real TCP: cubic (ns-3 runs CUBIC).", md)
             for ext in ("png", "pdf"):
                 self.assertGreater((out / f"fidelity.{ext}").stat().st_size, 1000)
 
