@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# artifact/fidelity.sh's real part at --quick (4 namespaces, 1 and 16 MiB, 3 strategies, with and
+# without the iperf3 flood, one run each): it records every cell and the congestion control the
+# namespaces ran, and leaves the host's list of allowed congestion controls as it found it, also
+# when `--tcp` names one the kernel does not have (exit 1, naming --tcp). Skips (exit 77) where
+# namespaces or iperf3 are not available.
+#   fidelity_real_test.sh BUILD_DIR
+set -uo pipefail
+BUILD="$1"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+ALLOWED=/proc/sys/net/ipv4/tcp_allowed_congestion_control
+before="$(cat "$ALLOWED" 2>/dev/null)" || { echo "SKIP: no $ALLOWED"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
+  --out "$WORK/good" >"$WORK/good.log" 2>&1
+rc=$?
+[[ $rc -eq 77 ]] && { tail -1 "$WORK/good.log"; exit 77; }
+[[ $rc -eq 0 ]] || { cat "$WORK/good.log"; fail "fidelity.sh --parts real exited $rc"; }
+[[ "$(cat "$ALLOWED")" == "$before" ]] || fail "allowed congestion controls now '$(cat "$ALLOWED")', were '$before'"
+[[ "$(cat "$WORK/good/real/tcp.txt")" == cubic ]] || fail "real/tcp.txt: '$(cat "$WORK/good/real/tcp.txt")', not cubic"
+for s in STAR BINARY_TREE_STAR RING_RS_AG; do
+  for c in 0 1; do
+    f="$WORK/good/real/${s}_c${c}_r1.json"
+    # kfbench's rows: one per size, 1 and 16 MiB, none wrong.
+    /usr/bin/python3 - "$f" <<'PY' || fail "$f"
+import json, sys
+rows = json.loads(open(sys.argv[1]).read())["rows"]
+assert [r["bytes"] for r in rows] == [1 << 20, 16 << 20], rows
+assert all(r["wrong"] == 0 and r["p50_us"] > 0 for r in rows), rows
+PY
+  done
+done
+
+bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
+  --out "$WORK/bad" --tcp no-such-cc >"$WORK/bad.log" 2>&1
+rc=$?
+[[ $rc -eq 1 ]] || { cat "$WORK/bad.log"; fail "--tcp no-such-cc exited $rc, not 1"; }
+grep -q -- "--tcp no-such-cc" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --tcp"; }
+[[ "$(cat "$ALLOWED")" == "$before" ]] || fail "after a failed run the allowed list is '$(cat "$ALLOWED")'"
+echo "PASS: 6 real cells on cubic; the host's allowed list restored; a bad --tcp refused"
