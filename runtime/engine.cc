@@ -42,6 +42,7 @@ Engine::~Engine() {
   *alive_ = false;
   transport_.set_handlers({});
   if (hold_timer_ != 0) executor_.cancel(hold_timer_);
+  last_found_ = nullptr;
   auto active = std::move(active_);
   auto lending = std::move(lending_);
   for (auto& [name, op] : active) {
@@ -169,6 +170,7 @@ void Engine::settle(const std::string& name) {
   if (it == active_.end() || !it->second->done()) return;
   std::unique_ptr<Operation> op = std::move(it->second);
   active_.erase(it);
+  if (last_found_ == op.get()) last_found_ = nullptr;
   executor_.cancel(op->timer);
   Status status = op->result();
   complete(std::move(op), std::move(status));
@@ -179,6 +181,7 @@ void Engine::fail(const std::string& name, Status status) {
   if (it == active_.end()) return;
   std::unique_ptr<Operation> op = std::move(it->second);
   active_.erase(it);
+  if (last_found_ == op.get()) last_found_ = nullptr;
   executor_.cancel(op->timer);
   complete(std::move(op), std::move(status));
 }
@@ -256,6 +259,13 @@ void Engine::send(int destination, Message message) {
   transport_.send(destination, std::move(message));
 }
 
+Operation* Engine::find_active(const std::string& name) {
+  if (last_found_ != nullptr && last_found_->name() == name) return last_found_;
+  const auto it = active_.find(name);
+  if (it == active_.end()) return nullptr;
+  return last_found_ = it->second.get();
+}
+
 void Engine::on_message(int source, Message message) {
   const std::uint64_t version = message.header.cluster_version;
   if (version != 0 && version < cluster_.version()) {
@@ -282,9 +292,9 @@ void Engine::on_message(int source, Message message) {
   // Taken out, not copied (a long name would cost an allocation per message): operations match
   // by the mailbox key and the header's other fields, never by the header's name.
   const std::string name = std::move(message.header.name);
-  if (const auto it = active_.find(name);
-      it != active_.end() && it->second->accepts(source, message.header)) {
-    Operation& op = *it->second;
+  if (Operation* found = find_active(name);
+      found != nullptr && found->accepts(source, message.header)) {
+    Operation& op = *found;
     op.on_message(source, std::move(message));
     if (op.done()) settle(name);  // a second lookup once per operation, not per message
     return;
