@@ -19,7 +19,8 @@
 # --set: one more `kfsim --set` for every simulated run (another queue mapping, say).
 # --tcp: the real namespaces' congestion control (net.ipv4.tcp_congestion_control, set in each
 #        namespace). Default cubic: what ns-3 runs, and Linux's default; some kernels default to
-#        bbr, whose paced flows queue far less at a tbf. `system` keeps the kernel's default.
+#        bbr, which shares a contended link differently (artifact/README.md). `system` keeps
+#        the kernel's default.
 # OUT: artifact/out/fidelity (default). The build (apps/kfsim, kfrun, kfbench): build/release
 # unless --build or $KF_BUILD. Exit code: 0 done (fidelity is reported per cell, not asserted),
 # 1 a run failed, 2 bad usage, 77 no network namespaces here (with --parts including real).
