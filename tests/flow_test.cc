@@ -7,11 +7,13 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
 
 #include "harness.h"
+#include "transport/sim/event_queue.h"
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_world.h"
 #include "transport/sim/ring_queue.h"
@@ -22,6 +24,58 @@ namespace kf {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The flow world's clock: events run in time order, those due at one instant in the order they
+// were posted (also when posted from inside events), a cancelled event never runs, and a stale id
+// (its event ran, its slot reused) cancels nothing.
+TEST(EventQueue, RunsInTimeThenPostOrderAndHonoursCancels) {
+  EventQueue q;
+  std::mt19937 rng(11);
+  std::vector<std::pair<std::int64_t, int>> ran;  // (time, event number)
+  std::vector<Executor::TimerId> ids;
+  std::vector<bool> cancelled;
+  int next = 0;
+  std::function<void(std::int64_t)> schedule = [&](std::int64_t at) {
+    const int number = next++;
+    cancelled.push_back(false);
+    ids.push_back(q.schedule_at(at, [&, number] {
+      ran.emplace_back(q.now_ns(), number);
+      // Some events post more, due now or later: they must still run in order.
+      if (number % 5 == 0 && next < 3000)
+        schedule(q.now_ns() + static_cast<std::int64_t>(rng() % 3));
+    }));
+  };
+  for (int i = 0; i < 1000; ++i)
+    schedule(static_cast<std::int64_t>(rng() % 50));
+  for (int i = 0; i < 1000; i += 7) {
+    q.cancel(ids[static_cast<std::size_t>(i)]);
+    cancelled[static_cast<std::size_t>(i)] = true;
+  }
+  q.run();
+  std::size_t expected = 0;
+  for (bool c : cancelled)
+    expected += c ? 0 : 1;
+  ASSERT_EQ(ran.size(), expected);
+  for (std::size_t i = 1; i < ran.size(); ++i) {
+    ASSERT_LE(ran[i - 1].first, ran[i].first) << "event " << ran[i].second << " ran early";
+    if (ran[i - 1].first == ran[i].first) {
+      ASSERT_LT(ran[i - 1].second, ran[i].second) << "same instant: post order";
+    }
+  }
+  for (const auto& [at, number] : ran)
+    EXPECT_FALSE(cancelled[static_cast<std::size_t>(number)]);
+  EXPECT_EQ(q.executed(), ran.size());
+  EXPECT_EQ(q.pending(), 0u);
+
+  // A stale id: the last event to run freed its slot, the next event posted takes it (slots are
+  // reused last freed first) and must still run when the stale id is cancelled.
+  const Executor::TimerId stale = ids[static_cast<std::size_t>(ran.back().second)];
+  bool fresh_ran = false;
+  q.schedule_at(q.now_ns() + 1, [&] { fresh_ran = true; });
+  q.cancel(stale);
+  q.run();
+  EXPECT_TRUE(fresh_ran);
+}
 
 // A connection's queue: first in, first out across wrap-around and growth, indexable from the
 // front, truncatable from the back, and what it drops is released at once.
