@@ -47,6 +47,13 @@ TEST(Chunking, EvenPartIsSplitEvenRangeByRange) {
       EXPECT_EQ(next, 17 + count);
     }
   }
+  // The first count % parts ranges hold the extra elements: 10 over 3 is 4, 3, 3.
+  EXPECT_EQ(even_part(17, 10, 3, 0).first, 17u);
+  EXPECT_EQ(even_part(17, 10, 3, 0).count, 4u);
+  EXPECT_EQ(even_part(17, 10, 3, 1).first, 21u);
+  EXPECT_EQ(even_part(17, 10, 3, 1).count, 3u);
+  EXPECT_EQ(even_part(17, 10, 3, 2).first, 24u);
+  EXPECT_EQ(even_part(17, 10, 3, 2).count, 3u);
 }
 
 // (strategy, n, zero copy): with zero copy on, payloads are borrowed from the senders' buffers and
