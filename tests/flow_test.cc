@@ -3,6 +3,7 @@
 // model's formula, and whole scenarios: the same engine, deterministic, contention slows steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -28,6 +29,40 @@ using namespace std::chrono_literals;
 // The flow world's clock: events run in time order, those due at one instant in the order they
 // were posted (also when posted from inside events), a cancelled event never runs, and a stale id
 // (its event ran, its slot reused) cancels nothing.
+// A collective arms a timeout far ahead and cancels it when it completes, a moment later: a long
+// run must not carry every such dead entry until its time comes.
+TEST(EventQueue, DropsCancelledEntriesOnceTheyOutnumberTheLiveOnesAndKeepsTheOrder) {
+  EventQueue q;
+  std::mt19937 rng(5);
+  std::vector<std::pair<std::int64_t, int>> ran;
+  std::size_t most_entries = 0;
+  int live = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const auto at = static_cast<std::int64_t>(rng() % 1000);
+    if (i % 4 == 0) {
+      q.schedule_at(at, [&, i] { ran.emplace_back(q.now_ns(), i); });
+      ++live;
+    } else {
+      const Executor::TimerId timeout =
+          q.schedule_at(1'000'000 + at, [&] { ADD_FAILURE() << "a cancelled timeout ran"; });
+      q.cancel(timeout);
+    }
+    most_entries = std::max(most_entries, q.entries());
+    EXPECT_EQ(q.pending(), static_cast<std::size_t>(live));
+  }
+  EXPECT_LE(most_entries, 2 * static_cast<std::size_t>(live) + 257);
+  EXPECT_LT(most_entries, 20000u / 2);
+  q.run();
+  ASSERT_EQ(ran.size(), static_cast<std::size_t>(live));
+  for (std::size_t i = 1; i < ran.size(); ++i) {
+    ASSERT_LE(ran[i - 1].first, ran[i].first);
+    if (ran[i - 1].first == ran[i].first) {
+      ASSERT_LT(ran[i - 1].second, ran[i].second);
+    }
+  }
+  EXPECT_EQ(q.entries(), 0u);
+}
+
 TEST(EventQueue, RunsInTimeThenPostOrderAndHonoursCancels) {
   EventQueue q;
   std::mt19937 rng(11);

@@ -1,6 +1,7 @@
 #include "transport/sim/event_queue.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace kf {
@@ -21,7 +22,8 @@ Executor::TimerId EventQueue::schedule_at(std::int64_t at_ns, Task task) {
   Slot& s = slots_[slot];
   s.task = std::move(task);
   s.live = true;
-  heap_.push({std::max(at_ns, now_), seq_++, slot});
+  heap_.push_back({std::max(at_ns, now_), seq_++, slot});
+  std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
   return (static_cast<TimerId>(s.generation) << 32) | slot;
 }
 
@@ -33,13 +35,29 @@ void EventQueue::cancel(TimerId id) {
   // The heap entry stays and is skipped when it comes up; the slot is freed then.
   s.live = false;
   s.task = nullptr;
+  ++cancelled_;
+  if (cancelled_ > 256 && cancelled_ * 2 > heap_.size()) compact();
+}
+
+void EventQueue::compact() {
+  std::erase_if(heap_, [this](const Entry& e) {
+    Slot& s = slots_[e.slot];
+    if (s.live) return false;
+    ++s.generation;
+    free_.push_back(e.slot);
+    return true;
+  });
+  cancelled_ = 0;
+  // Entries are ordered by (time, sequence), both unique together: the run order is unchanged.
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
 }
 
 void EventQueue::run() {
   stopped_ = false;
   while (!stopped_ && !heap_.empty()) {
-    const Entry e = heap_.top();
-    heap_.pop();
+    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    const Entry e = heap_.back();
+    heap_.pop_back();
     Slot& s = slots_[e.slot];
     const bool live = s.live;
     Task task = std::move(s.task);
@@ -47,7 +65,10 @@ void EventQueue::run() {
     s.live = false;
     ++s.generation;
     free_.push_back(e.slot);
-    if (!live) continue;
+    if (!live) {
+      --cancelled_;
+      continue;
+    }
     now_ = e.at;
     ++executed_;
     task();

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "runtime/executor.h"
@@ -27,7 +26,10 @@ class EventQueue final : public Executor {
   void run();
   void stop() { stopped_ = true; }
   std::uint64_t executed() const { return executed_; }
-  std::size_t pending() const { return heap_.size(); }
+  // Events waiting, cancelled ones not counted.
+  std::size_t pending() const { return heap_.size() - cancelled_; }
+  // Entries held, cancelled ones not yet dropped included: what the queue costs in memory.
+  std::size_t entries() const { return heap_.size(); }
 
  private:
   struct Entry {
@@ -48,7 +50,12 @@ class EventQueue final : public Executor {
   std::uint64_t seq_ = 0;
   std::uint64_t executed_ = 0;
   bool stopped_ = false;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
+  // A min-heap by std::greater. A cancelled event's entry stays until it comes up, unless they
+  // outnumber the live ones: a collective's timeout is cancelled at once but lies far ahead, and a
+  // long run would otherwise carry thousands of dead entries through every heap operation.
+  void compact();
+  std::vector<Entry> heap_;
+  std::size_t cancelled_ = 0;  // entries in heap_ whose slot is no longer live
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;
 };
