@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <queue>
 #include <random>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "transport/sim/event_queue.h"
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_world.h"
+#include "transport/sim/radix_heap.h"
 #include "transport/sim/ring_queue.h"
 #include "transport/sim/scenario.h"
 #include "transport/sim/simulation.h"
@@ -29,6 +31,50 @@ using namespace std::chrono_literals;
 // The flow world's clock: events run in time order, those due at one instant in the order they
 // were posted (also when posted from inside events), a cancelled event never runs, and a stale id
 // (its event ran, its slot reused) cancels nothing.
+// The radix heap against a binary heap: random monotone pushes (times near now, some far ahead,
+// many equal) interleaved with pops and erasures must come out in exactly (time, sequence) order.
+TEST(RadixHeap, PopsInTimeThenSequenceOrderLikeABinaryHeap) {
+  struct Entry {
+    std::int64_t at;
+    std::uint64_t seq;
+    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+  };
+  RadixHeap<Entry> radix;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> reference;
+  std::mt19937_64 rng(3);
+  std::uint64_t seq = 0;
+  std::int64_t now = 0;
+  for (int round = 0; round < 200000; ++round) {
+    const auto roll = rng() % 100;
+    if (roll < 55 || reference.empty()) {
+      const std::int64_t delay = roll < 20   ? 0
+                                 : roll < 50 ? static_cast<std::int64_t>(rng() % 64)
+                                             : static_cast<std::int64_t>(rng() % (1ull << 40));
+      radix.push({now + delay, seq});
+      reference.push({now + delay, seq});
+      ++seq;
+    } else if (roll < 99) {
+      const Entry got = radix.pop();
+      const Entry want = reference.top();
+      reference.pop();
+      ASSERT_EQ(got.at, want.at) << "round " << round;
+      ASSERT_EQ(got.seq, want.seq) << "round " << round;
+      now = got.at;
+    } else {
+      // Drop the odd sequence numbers from both.
+      radix.erase_if([](const Entry& e) { return e.seq % 2 == 1; });
+      std::vector<Entry> kept;
+      for (; !reference.empty(); reference.pop()) {
+        if (reference.top().seq % 2 == 0) kept.push_back(reference.top());
+      }
+      for (const Entry& e : kept)
+        reference.push(e);
+    }
+    ASSERT_EQ(radix.size(), reference.size());
+  }
+  EXPECT_THROW(radix.push({now - 1, seq}), std::logic_error);
+}
+
 // A collective arms a timeout far ahead and cancels it when it completes, a moment later: a long
 // run must not carry every such dead entry until its time comes.
 TEST(EventQueue, DropsCancelledEntriesOnceTheyOutnumberTheLiveOnesAndKeepsTheOrder) {

@@ -1,7 +1,6 @@
 #include "transport/sim/event_queue.h"
 
 #include <algorithm>
-#include <functional>
 #include <utility>
 
 namespace kf {
@@ -22,8 +21,7 @@ Executor::TimerId EventQueue::schedule_at(std::int64_t at_ns, Task task) {
   Slot& s = slots_[slot];
   s.task = std::move(task);
   s.live = true;
-  heap_.push_back({std::max(at_ns, now_), seq_++, slot});
-  std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
+  queue_.push({std::max(at_ns, now_), seq_++, slot});
   return (static_cast<TimerId>(s.generation) << 32) | slot;
 }
 
@@ -36,11 +34,11 @@ void EventQueue::cancel(TimerId id) {
   s.live = false;
   s.task = nullptr;
   ++cancelled_;
-  if (cancelled_ > 256 && cancelled_ * 2 > heap_.size()) compact();
+  if (cancelled_ > 256 && cancelled_ * 2 > queue_.size()) compact();
 }
 
 void EventQueue::compact() {
-  std::erase_if(heap_, [this](const Entry& e) {
+  queue_.erase_if([this](const Entry& e) {
     Slot& s = slots_[e.slot];
     if (s.live) return false;
     ++s.generation;
@@ -48,16 +46,12 @@ void EventQueue::compact() {
     return true;
   });
   cancelled_ = 0;
-  // Entries are ordered by (time, sequence), both unique together: the run order is unchanged.
-  std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
 }
 
 void EventQueue::run() {
   stopped_ = false;
-  while (!stopped_ && !heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
-    const Entry e = heap_.back();
-    heap_.pop_back();
+  while (!stopped_ && !queue_.empty()) {
+    const Entry e = queue_.pop();
     Slot& s = slots_[e.slot];
     const bool live = s.live;
     Task task = std::move(s.task);

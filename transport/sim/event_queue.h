@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
+#include "transport/sim/radix_heap.h"
 
 namespace kf {
 
@@ -27,16 +28,15 @@ class EventQueue final : public Executor {
   void stop() { stopped_ = true; }
   std::uint64_t executed() const { return executed_; }
   // Events waiting, cancelled ones not counted.
-  std::size_t pending() const { return heap_.size() - cancelled_; }
+  std::size_t pending() const { return queue_.size() - cancelled_; }
   // Entries held, cancelled ones not yet dropped included: what the queue costs in memory.
-  std::size_t entries() const { return heap_.size(); }
+  std::size_t entries() const { return queue_.size(); }
 
  private:
   struct Entry {
     std::int64_t at;
     std::uint64_t seq;  // ties at one instant: first posted, first run
     std::uint32_t slot;
-    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   // Tasks live in slots reused through a free list; a TimerId is (generation << 32 | slot), so a
   // stale id (its timer fired or was cancelled, the slot reused) cancels nothing.
@@ -50,12 +50,12 @@ class EventQueue final : public Executor {
   std::uint64_t seq_ = 0;
   std::uint64_t executed_ = 0;
   bool stopped_ = false;
-  // A min-heap by std::greater. A cancelled event's entry stays until it comes up, unless they
-  // outnumber the live ones: a collective's timeout is cancelled at once but lies far ahead, and a
-  // long run would otherwise carry thousands of dead entries through every heap operation.
+  // A cancelled event's entry stays until it comes up, unless they outnumber the live ones: a
+  // collective's timeout is cancelled at once but lies far ahead, and a long run would otherwise
+  // carry thousands of dead entries.
   void compact();
-  std::vector<Entry> heap_;
-  std::size_t cancelled_ = 0;  // entries in heap_ whose slot is no longer live
+  RadixHeap<Entry> queue_;
+  std::size_t cancelled_ = 0;  // entries in queue_ whose slot is no longer live
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;
 };
