@@ -43,7 +43,9 @@ ClusterSpec ClusterSpec::local(int n, std::uint16_t base_port) {
 }
 
 ClusterSpec ClusterSpec::resized(int n, std::uint16_t first_port, int max_per_host) const {
-  if (n < 1) throw std::invalid_argument("resize: a cluster needs at least 1 worker, asked for " + std::to_string(n));
+  if (n < 1)
+    throw std::invalid_argument("resize: a cluster needs at least 1 worker, asked for " +
+                                std::to_string(n));
   std::vector<PeerID> workers = workers_;
   if (n <= size()) {
     workers.resize(static_cast<std::size_t>(n));

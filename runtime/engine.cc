@@ -266,7 +266,7 @@ Operation* Engine::find_active(const std::string& name) {
   return last_found_ = it->second.get();
 }
 
-void Engine::on_message(int source, Message message) {
+void Engine::on_message(int source, Message&& message) {
   const std::uint64_t version = message.header.cluster_version;
   if (version != 0 && version < cluster_.version()) {
     ++stale_messages_;

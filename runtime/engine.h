@@ -96,7 +96,7 @@ class Engine {
     TimePoint at;  // when it was stashed
   };
 
-  void on_message(int source, Message message);
+  void on_message(int source, Message&& message);
   Operation* find_active(const std::string& name);  // in active_, or null
   void on_peer_lost(int peer, Status why);
   void on_p2p_request(int source, Message request);

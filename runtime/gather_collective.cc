@@ -40,7 +40,7 @@ bool Gather::accepts(int source, const MessageHeader& h) const {
          !arrived_[static_cast<std::size_t>(source) * chunks_.size() + h.chunk];
 }
 
-void Gather::on_message(int source, Message message) {
+void Gather::on_message(int source, Message&& message) {
   const std::size_t c = message.header.chunk;
   BufferView dst = output_.slice(
       static_cast<std::size_t>(source) * input_.count() + chunks_[c].first, chunks_[c].count);

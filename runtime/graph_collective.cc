@@ -68,7 +68,7 @@ bool GraphCollective::accepts(int source, const MessageHeader& h) const {
   return false;
 }
 
-void GraphCollective::on_message(int source, Message message) {
+void GraphCollective::on_message(int source, Message&& message) {
   const std::size_t index = message.header.chunk;
   Chunk& c = chunks_[index];
   const auto error = [&](const std::string& why) {

@@ -103,7 +103,7 @@ bool HalvingDoublingAllreduce::accepts(int source, const MessageHeader& h) const
          source == source_of(h.step);
 }
 
-void HalvingDoublingAllreduce::on_message(int /*source*/, Message message) {
+void HalvingDoublingAllreduce::on_message(int /*source*/, Message&& message) {
   const std::size_t index = message.header.chunk;
   Slice& s = slices_[index];
   if (message.header.step == s.next_step) {

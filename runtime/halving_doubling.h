@@ -26,7 +26,7 @@ class HalvingDoublingAllreduce final : public Operation {
 
   void start() override;
   bool accepts(int source, const MessageHeader& header) const override;
-  void on_message(int source, Message message) override;
+  void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
 
  private:

@@ -13,9 +13,8 @@ InterferenceDetector::InterferenceDetector(InterferenceOptions options) : option
                                 std::to_string(options_.threshold));
   }
   if (options_.clear_threshold < options_.threshold || options_.clear_threshold > 1) {
-    throw std::invalid_argument(
-        "interference: clear_threshold must be in [threshold, 1], got " +
-        std::to_string(options_.clear_threshold));
+    throw std::invalid_argument("interference: clear_threshold must be in [threshold, 1], got " +
+                                std::to_string(options_.clear_threshold));
   }
 }
 

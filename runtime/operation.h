@@ -47,7 +47,7 @@ class Operation {
   // True when this instance of the operation expects this message and has not had it yet. A
   // message it does not accept waits in the engine's mailbox for a later operation of that name.
   virtual bool accepts(int source, const MessageHeader& header) const = 0;
-  virtual void on_message(int source, Message message) = 0;
+  virtual void on_message(int source, Message&& message) = 0;
   // For timeout errors: what is still missing, e.g. "chunk 3 step 1 from rank 2".
   virtual std::string waiting_for() const = 0;
 

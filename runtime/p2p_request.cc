@@ -36,7 +36,7 @@ bool P2PRequest::accepts(int source, const MessageHeader& h) const {
   return h.kind == MessageKind::p2p_response && source == peer_ && h.tag == id_;
 }
 
-void P2PRequest::on_message(int /*source*/, Message message) {
+void P2PRequest::on_message(int /*source*/, Message&& message) {
   if (message.header.flags & kFlagNotFound) {
     finish(Status(ErrorCode::not_found,
                   fmt::format("request '{}' v{} from {}: the peer has no such blob", blob_name_,

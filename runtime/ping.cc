@@ -26,7 +26,7 @@ bool PingOp::accepts(int source, const MessageHeader& h) const {
   return h.kind == MessageKind::pong && source == peer_ && h.tag == id_;
 }
 
-void PingOp::on_message(int /*source*/, Message /*message*/) {
+void PingOp::on_message(int /*source*/, Message&& /*message*/) {
   *rtt_ = engine().executor().now() - sent_;
   finish();
 }

@@ -59,7 +59,7 @@ bool RingAllreduce::accepts(int source, const MessageHeader& h) const {
          h.chunk < slices_.size() && h.step == slices_[h.chunk].next_step && h.step < steps();
 }
 
-void RingAllreduce::on_message(int /*source*/, Message message) {
+void RingAllreduce::on_message(int /*source*/, Message&& message) {
   const std::size_t index = message.header.chunk;
   const std::uint32_t step = message.header.step;
   Slice& s = slices_[index];
@@ -147,7 +147,7 @@ bool RingAllgather::accepts(int source, const MessageHeader& h) const {
   return !arrived_[h.step * chunks_.size() + h.chunk];
 }
 
-void RingAllgather::on_message(int /*source*/, Message message) {
+void RingAllgather::on_message(int /*source*/, Message&& message) {
   const std::size_t chunk = message.header.chunk;
   const std::uint32_t step = message.header.step;
   // Step s brings block (i - 1 - s): the block that left its owner s + 1 hops ago.

@@ -27,7 +27,7 @@ class RingAllreduce final : public Operation {
 
   void start() override;
   bool accepts(int source, const MessageHeader& header) const override;
-  void on_message(int source, Message message) override;
+  void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
 
  private:
@@ -61,7 +61,7 @@ class RingAllgather final : public Operation {
 
   void start() override;
   bool accepts(int source, const MessageHeader& header) const override;
-  void on_message(int source, Message message) override;
+  void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
 
  private:

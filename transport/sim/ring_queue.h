@@ -40,7 +40,9 @@ class RingQueue {
     assert(size_ > 0);
     slots_[head_] = T();  // release what it holds now, not when the slot is reused
     head_ = head_ + 1 == slots_.size() ? 0 : head_ + 1;
-    --size_;
+    // Emptied: start over at the first slot, so a queue that holds one element at a time (a
+    // ring's connection) keeps reusing one slot, which stays in cache, instead of walking them all.
+    if (--size_ == 0) head_ = 0;
   }
 
   // Drops the elements from position `keep` to the back.
