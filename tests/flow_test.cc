@@ -31,6 +31,42 @@ using namespace std::chrono_literals;
 // The flow world's clock: events run in time order, those due at one instant in the order they
 // were posted (also when posted from inside events), a cancelled event never runs, and a stale id
 // (its event ran, its slot reused) cancels nothing.
+// The world's handler calls and the runtime's tasks share one order: time, then post order.
+TEST(EventQueue, HandlerCallsAndTasksRunInOneOrder) {
+  EventQueue q;
+  std::vector<std::pair<std::int64_t, std::uint64_t>> ran;  // (time, event number)
+  struct Recorder final : EventQueue::Handler {
+    EventQueue* q = nullptr;
+    std::vector<std::pair<std::int64_t, std::uint64_t>>* ran = nullptr;
+    void fire(std::uint64_t argument) override { ran->emplace_back(q->now_ns(), argument); }
+  } recorder;
+  recorder.q = &q;
+  recorder.ran = &ran;
+  std::mt19937 rng(2);
+  std::vector<std::int64_t> due;
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    const auto at = static_cast<std::int64_t>(rng() % 40);
+    due.push_back(at);
+    if (rng() % 2 == 0) {
+      q.schedule_call(at, recorder, i);
+    } else {
+      q.schedule_at(at, [&ran, &q, i] { ran.emplace_back(q.now_ns(), i); });
+    }
+  }
+  q.run();
+  ASSERT_EQ(ran.size(), 2000u);
+  EXPECT_EQ(q.executed(), 2000u);
+  for (std::size_t k = 0; k < ran.size(); ++k) {
+    EXPECT_EQ(ran[k].first, due[ran[k].second]) << "event " << ran[k].second << " ran off time";
+    if (k > 0) {
+      ASSERT_LE(ran[k - 1].first, ran[k].first);
+      if (ran[k - 1].first == ran[k].first) {
+        ASSERT_LT(ran[k - 1].second, ran[k].second) << "same instant: post order";
+      }
+    }
+  }
+}
+
 // The radix heap against a binary heap: random monotone pushes (times near now, some far ahead,
 // many equal) interleaved with pops and erasures must come out in exactly (time, sequence) order.
 TEST(RadixHeap, PopsInTimeThenSequenceOrderLikeABinaryHeap) {

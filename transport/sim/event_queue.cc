@@ -21,7 +21,7 @@ Executor::TimerId EventQueue::schedule_at(std::int64_t at_ns, Task task) {
   Slot& s = slots_[slot];
   s.task = std::move(task);
   s.live = true;
-  queue_.push({std::max(at_ns, now_), seq_++, slot});
+  queue_.push({std::max(at_ns, now_), seq_++, nullptr, slot});
   return (static_cast<TimerId>(s.generation) << 32) | slot;
 }
 
@@ -39,10 +39,11 @@ void EventQueue::cancel(TimerId id) {
 
 void EventQueue::compact() {
   queue_.erase_if([this](const Entry& e) {
-    Slot& s = slots_[e.slot];
+    if (e.handler != nullptr) return false;
+    Slot& s = slots_[e.argument];
     if (s.live) return false;
     ++s.generation;
-    free_.push_back(e.slot);
+    free_.push_back(static_cast<std::uint32_t>(e.argument));
     return true;
   });
   cancelled_ = 0;
@@ -52,13 +53,19 @@ void EventQueue::run() {
   stopped_ = false;
   while (!stopped_ && !queue_.empty()) {
     const Entry e = queue_.pop();
-    Slot& s = slots_[e.slot];
+    if (e.handler != nullptr) {
+      now_ = e.at;
+      ++executed_;
+      e.handler->fire(e.argument);
+      continue;
+    }
+    Slot& s = slots_[e.argument];
     const bool live = s.live;
     Task task = std::move(s.task);
     s.task = nullptr;
     s.live = false;
     ++s.generation;
-    free_.push_back(e.slot);
+    free_.push_back(static_cast<std::uint32_t>(e.argument));
     if (!live) {
       --cancelled_;
       continue;

@@ -2,8 +2,14 @@
 // in time order, and events due at the same instant in the order they were posted, so a run is a
 // pure function of its inputs. Single-threaded: post() and post_after() are called only from
 // inside events (or before run()).
+//
+// Two kinds of event: a Task (a std::function in a slot, cancellable: what the runtime posts) and
+// a Handler call (a pointer and a 64-bit argument held in the queue entry itself, not
+// cancellable: what the world posts for every message it carries, twice per message, where a
+// slot and a std::function cost two cold cache lines and an allocation's worth of work).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -21,6 +27,19 @@ class EventQueue final : public Executor {
 
   // `task` at simulated time `at_ns` (not before now).
   TimerId schedule_at(std::int64_t at_ns, Task task);
+
+  // Receives the calls scheduled with schedule_call; must outlive them.
+  class Handler {
+   public:
+    virtual void fire(std::uint64_t argument) = 0;
+
+   protected:
+    ~Handler() = default;
+  };
+  // handler.fire(argument) at `at_ns` (not before now), in the same order as tasks.
+  void schedule_call(std::int64_t at_ns, Handler& handler, std::uint64_t argument) {
+    queue_.push({std::max(at_ns, now_), seq_++, &handler, argument});
+  }
   std::int64_t now_ns() const { return now_; }
 
   // Runs events until none is left or stop() is called (from inside an event).
@@ -36,7 +55,8 @@ class EventQueue final : public Executor {
   struct Entry {
     std::int64_t at;
     std::uint64_t seq;  // ties at one instant: first posted, first run
-    std::uint32_t slot;
+    Handler* handler;   // null: a task, in slot `argument`
+    std::uint64_t argument;
   };
   // Tasks live in slots reused through a free list; a TimerId is (generation << 32 | slot), so a
   // stale id (its timer fired or was cancelled, the slot reused) cancels nothing.

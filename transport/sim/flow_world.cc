@@ -67,7 +67,18 @@ class FlowWorld::Impl {
   Impl(const PhysicalTopology& topology, FlowOptions options);
 
   // One ordered worker pair, as one TCP connection: messages leave in order at the flow's rate.
-  struct Connection {
+  // Its two per-message events come back through fire(): (generation << 1) for "the front
+  // message's last byte left", 1 for "the oldest message under way arrived".
+  struct Connection final : EventQueue::Handler {
+    static constexpr std::uint64_t kArrive = 1;
+    void fire(std::uint64_t argument) override {
+      if (argument == kArrive) {
+        world->arrive(*this);
+      } else {
+        world->front_sent(*this, argument >> 1);
+      }
+    }
+
     Impl* world = nullptr;
     int src = 0;
     int dst = 0;
@@ -279,8 +290,7 @@ void FlowWorld::Impl::reschedule(Connection& c) {
   const double rate = network.rate(c.flow);
   const auto wait =
       left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9));
-  clock.schedule_at(now() + wait,
-                    [cp = &c, generation] { cp->world->front_sent(*cp, generation); });
+  clock.schedule_call(now() + wait, c, generation << 1);
 }
 
 void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
@@ -296,7 +306,7 @@ void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
       now() + c.latency_ns +
           static_cast<std::int64_t>(std::llround(last_packet * c.forward_s_per_byte * 1e9)));
   c.last_arrival = arrival;
-  clock.schedule_at(arrival, [cp = &c] { cp->world->arrive(*cp); });
+  clock.schedule_call(arrival, c, Connection::kArrive);
   if (c.sent < c.messages.size()) {
     reschedule(c);  // same rate: no other flow is affected
   } else {
