@@ -38,7 +38,7 @@ class EventQueue final : public Executor {
   };
   // handler.fire(argument) at `at_ns` (not before now), in the same order as tasks.
   void schedule_call(std::int64_t at_ns, Handler& handler, std::uint64_t argument) {
-    queue_.push({std::max(at_ns, now_), seq_++, &handler, argument});
+    queue_.push({std::max(at_ns, now_), &handler, argument});
   }
   std::int64_t now_ns() const { return now_; }
 
@@ -53,9 +53,8 @@ class EventQueue final : public Executor {
 
  private:
   struct Entry {
-    std::int64_t at;
-    std::uint64_t seq;  // ties at one instant: first posted, first run
-    Handler* handler;   // null: a task, in slot `argument`
+    std::int64_t at;   // ties at one instant: first posted, first run (RadixHeap keeps it)
+    Handler* handler;  // null: a task, in slot `argument`
     std::uint64_t argument;
   };
   // Tasks live in slots reused through a free list; a TimerId is (generation << 32 | slot), so a
@@ -67,7 +66,6 @@ class EventQueue final : public Executor {
   };
 
   std::int64_t now_ = 0;
-  std::uint64_t seq_ = 0;
   std::uint64_t executed_ = 0;
   bool stopped_ = false;
   // A cancelled event's entry stays until it comes up, unless they outnumber the live ones: a

@@ -1,15 +1,17 @@
-// RadixHeap: a monotone priority queue for simulated events, keyed by (time, sequence).
+// RadixHeap: a monotone priority queue for simulated events: least time first, and entries due at
+// the same time in the order they were pushed.
 //
-// A discrete-event simulation never schedules before now, so every key pushed is at least the
+// A discrete-event simulation never schedules before now, so every time pushed is at least the
 // last one popped. A radix heap uses that: an entry waits in the bucket named by the highest bit
-// in which its key differs from the last key popped, so a push is one bit scan and an append.
-// Only when the lowest bucket runs dry is the next non-empty one scanned for its least key, which
-// becomes the new reference, and its entries move to lower buckets. Each entry moves a few times
-// at most, through contiguous vectors, where a binary heap of thousands of events does a dozen
-// unpredictable comparisons on every push and pop (the flow world's hottest code before this).
+// in which its time differs from the last time popped (bucket 0: the same time), so a push is one
+// bit scan and an append. Only when bucket 0 runs dry is the next non-empty bucket scanned for its
+// least time, which becomes the new reference, and its entries move to lower buckets. Each entry
+// moves a few times at most, through contiguous vectors, where a binary heap of thousands of
+// events does a dozen unpredictable comparisons on every push and pop.
 //
-// Keys must be unique (the sequence numbers make them so) and no key pushed may be less than the
-// last one popped; pops then come out in exactly (time, sequence) order.
+// Same-time entries keep their push order for free: they always share a bucket (the bucket
+// depends on the time alone), they are appended in push order, and moving a bucket down keeps
+// its order. Bucket 0 is read from the front.
 #pragma once
 
 #include <array>
@@ -21,25 +23,22 @@
 
 namespace kf {
 
-template <typename Entry>  // with fields `std::int64_t at` (>= 0) and `std::uint64_t seq`
+template <typename Entry>  // with a field `std::int64_t at`
 class RadixHeap {
  public:
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
 
   void push(const Entry& e) {
-    if (e.at < last_at_ || (e.at == last_at_ && e.seq < last_seq_))
-      throw std::logic_error("RadixHeap: a key below the last one popped");
+    if (e.at < last_at_) throw std::logic_error("RadixHeap: a time before the last one popped");
     place(e);
     ++size_;
   }
 
   // The least entry (call only when not empty).
   Entry pop() {
-    if (buckets_[0].empty()) refill();
-    const Entry e = buckets_[0].back();
-    buckets_[0].pop_back();
-    if (buckets_[0].empty()) used_[0] &= ~std::uint64_t{1};
+    if (head_ == buckets_[0].size()) refill();
+    const Entry e = buckets_[0][head_++];
     --size_;
     return e;
   }
@@ -47,51 +46,40 @@ class RadixHeap {
   // Drops every entry for which `drop(entry)` is true; the order of the rest is unchanged.
   template <typename Pred>
   void erase_if(Pred drop) {
+    std::vector<Entry>& now = buckets_[0];
+    now.erase(now.begin(), now.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
     for (std::size_t b = 0; b < kBuckets; ++b) {
       const std::size_t before = buckets_[b].size();
       std::erase_if(buckets_[b], drop);
       size_ -= before - buckets_[b].size();
-      if (buckets_[b].empty()) used_[b / 64] &= ~(std::uint64_t{1} << (b % 64));
+      if (b > 0 && buckets_[b].empty()) used_ &= ~(std::uint64_t{1} << (b - 1));
     }
   }
 
  private:
-  // Bucket 0 holds the key equal to the reference; bucket 1 + i a key whose highest bit
-  // differing from it is bit i of the sequence; bucket 65 + i, bit i of the time.
-  static constexpr std::size_t kBuckets = 129;
-
-  std::size_t bucket_of(const Entry& e) const {
-    if (e.at != last_at_) {
-      return 64 + static_cast<std::size_t>(std::bit_width(static_cast<std::uint64_t>(e.at) ^
-                                                          static_cast<std::uint64_t>(last_at_)));
-    }
-    return static_cast<std::size_t>(std::bit_width(e.seq ^ last_seq_));
-  }
+  // Bucket 0: the reference time; bucket 1 + i: times whose highest bit differing from it is i.
+  static constexpr std::size_t kBuckets = 65;
 
   void place(const Entry& e) {
-    const std::size_t b = bucket_of(e);
+    const auto b = static_cast<std::size_t>(
+        std::bit_width(static_cast<std::uint64_t>(e.at) ^ static_cast<std::uint64_t>(last_at_)));
     buckets_[b].push_back(e);
-    used_[b / 64] |= std::uint64_t{1} << (b % 64);
+    if (b > 0) used_ |= std::uint64_t{1} << (b - 1);
   }
 
-  // Bucket 0 is empty: the least non-empty bucket holds the least key; it becomes the reference
-  // and that bucket's entries spread over the buckets below it (the least one into bucket 0).
+  // Bucket 0 is used up: the least non-empty bucket holds the least time; it becomes the
+  // reference and that bucket's entries spread, in order, over the buckets below it.
   void refill() {
-    std::size_t b = 0;
-    for (std::size_t w = 0; w < used_.size(); ++w) {
-      if (used_[w] != 0) {
-        b = w * 64 + static_cast<std::size_t>(std::countr_zero(used_[w]));
-        break;
-      }
-    }
+    buckets_[0].clear();
+    head_ = 0;
+    const auto b = 1 + static_cast<std::size_t>(std::countr_zero(used_));
     std::vector<Entry>& from = buckets_[b];
-    const Entry* least = &from[0];
-    for (const Entry& e : from) {
-      if (e.at < least->at || (e.at == least->at && e.seq < least->seq)) least = &e;
-    }
-    last_at_ = least->at;
-    last_seq_ = least->seq;
-    used_[b / 64] &= ~(std::uint64_t{1} << (b % 64));
+    std::int64_t least = from[0].at;
+    for (const Entry& e : from)
+      least = e.at < least ? e.at : least;
+    last_at_ = least;
+    used_ &= ~(std::uint64_t{1} << (b - 1));
     // Every entry lands in a bucket below b, so `from` is not appended to while read.
     for (const Entry& e : from)
       place(e);
@@ -99,9 +87,9 @@ class RadixHeap {
   }
 
   std::array<std::vector<Entry>, kBuckets> buckets_;
-  std::array<std::uint64_t, 3> used_{};  // bit b: bucket b is not empty
+  std::size_t head_ = 0;    // bucket 0's entries before this one have been popped
+  std::uint64_t used_ = 0;  // bit i: bucket 1 + i is not empty
   std::int64_t last_at_ = 0;
-  std::uint64_t last_seq_ = 0;
   std::size_t size_ = 0;
 };
 
