@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace kf {
 
@@ -14,12 +15,30 @@ constexpr double kTie = 1e-12;
 
 }  // namespace
 
+void FlowNetwork::FlowList::push_back(FlowId id) {
+  if (count_ < kInlineFlows) {
+    first_[count_] = id;
+  } else {
+    more_.push_back(id);
+  }
+  ++count_;
+}
+
+void FlowNetwork::FlowList::erase(FlowId id) {
+  std::size_t at = 0;
+  while (at < count_ && (*this)[at] != id)
+    ++at;
+  if (at == count_) throw std::logic_error("a channel does not carry that flow");
+  for (std::size_t i = at; i + 1 < count_; ++i)
+    set(i, (*this)[i + 1]);
+  if (count_ > kInlineFlows) more_.pop_back();
+  --count_;
+}
+
 int FlowNetwork::add_channel(double capacity) {
   if (!(capacity > 0)) throw std::invalid_argument("a channel's capacity must be positive");
-  capacity_.push_back(capacity);
-  on_channel_.emplace_back();
-  channel_mark_.push_back(0);
-  return static_cast<int>(capacity_.size()) - 1;
+  channels_.push_back({.capacity = capacity});
+  return static_cast<int>(channels_.size()) - 1;
 }
 
 FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double cap) {
@@ -37,13 +56,23 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     flow_mark_.push_back(0);
     new_rates_.push_back(0);
   }
+  for (int ch : route) {
+    if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
+      throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
+  }
   Flow& f = flows_[static_cast<std::size_t>(id)];
-  f.route = route;
+  f.length = static_cast<std::uint32_t>(route.size());
+  if (route.size() <= kInlineHops) {
+    std::copy(route.begin(), route.end(), f.hops.begin());
+  } else {
+    if (long_routes_.size() <= static_cast<std::size_t>(id)) long_routes_.resize(id + 1);
+    long_routes_[static_cast<std::size_t>(id)] = route;
+  }
   f.cap = cap;
   f.rate = 0;
   f.active = true;
   for (int ch : route)
-    on_channel_.at(static_cast<std::size_t>(ch)).push_back(id);
+    channels_[static_cast<std::size_t>(ch)].flows.push_back(id);
   resolve_from({}, id);
   return id;
 }
@@ -51,46 +80,48 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
 void FlowNetwork::remove_flow(FlowId id) {
   Flow& f = flows_.at(static_cast<std::size_t>(id));
   if (!f.active) throw std::logic_error("removing a flow that is not active");
-  for (int ch : f.route) {
-    auto& list = on_channel_[static_cast<std::size_t>(ch)];
-    list.erase(std::find(list.begin(), list.end(), id));
-  }
+  const std::span<const int> hops = route(id);
+  for (int ch : hops)
+    channels_[static_cast<std::size_t>(ch)].flows.erase(id);
   f.active = false;
   f.rate = 0;
   free_ids_.push_back(id);
-  resolve_from(f.route, -1);
+  resolve_from(hops, -1);
 }
 
 void FlowNetwork::set_capacity(int channel, double capacity) {
   if (!(capacity > 0)) throw std::invalid_argument("a channel's capacity must be positive");
-  capacity_.at(static_cast<std::size_t>(channel)) = capacity;
-  resolve_from({channel}, -1);
+  channels_.at(static_cast<std::size_t>(channel)).capacity = capacity;
+  const int seed[] = {channel};
+  resolve_from(seed, -1);
 }
 
-void FlowNetwork::resolve_from(const std::vector<int>& seeds, FlowId extra_flow) {
+void FlowNetwork::resolve_from(std::span<const int> seeds, FlowId extra_flow) {
   changes_.clear();
   ++epoch_;
   component_channels_.clear();
   component_flows_.clear();
   std::vector<int>& stack = component_channels_;  // channels found; scanned in order
   const auto reach_channel = [&](int ch) {
-    if (channel_mark_[static_cast<std::size_t>(ch)] == epoch_) return;
-    channel_mark_[static_cast<std::size_t>(ch)] = epoch_;
+    std::uint64_t& mark = channels_[static_cast<std::size_t>(ch)].mark;
+    if (mark == epoch_) return;
+    mark = epoch_;
     stack.push_back(ch);
   };
   const auto reach_flow = [&](FlowId f) {
     if (flow_mark_[static_cast<std::size_t>(f)] == epoch_) return;
     flow_mark_[static_cast<std::size_t>(f)] = epoch_;
     component_flows_.push_back(f);
-    for (int ch : flows_[static_cast<std::size_t>(f)].route)
+    for (int ch : route(f))
       reach_channel(ch);
   };
   for (int ch : seeds)
     reach_channel(ch);
   if (extra_flow >= 0) reach_flow(extra_flow);
   for (std::size_t i = 0; i < stack.size(); ++i) {
-    for (FlowId f : on_channel_[static_cast<std::size_t>(stack[i])])
-      reach_flow(f);
+    const FlowList& on = channels_[static_cast<std::size_t>(stack[i])].flows;
+    for (std::size_t k = 0; k < on.size(); ++k)
+      reach_flow(on[k]);
   }
   if (component_flows_.empty()) return;
   ++solves_;
@@ -113,24 +144,24 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
     // its cap, which is what the filling below gives in one round.
     const Flow& f = flows_[static_cast<std::size_t>(flows.front())];
     double level = f.cap;
-    for (int ch : f.route)
-      level = std::min(level, capacity_[static_cast<std::size_t>(ch)]);
+    for (int ch : route(flows.front()))
+      level = std::min(level, channels_[static_cast<std::size_t>(ch)].capacity);
     out[static_cast<std::size_t>(flows.front())] = std::max(level, 0.0);
     return;
   }
   FillScratch& x = scratch_;
-  if (x.local_of_channel.size() < capacity_.size()) x.local_of_channel.resize(capacity_.size());
+  if (x.local_of_channel.size() < channels_.size()) x.local_of_channel.resize(channels_.size());
   x.shares.resize(channels.size());
   for (std::size_t i = 0; i < channels.size(); ++i) {
     const auto ch = static_cast<std::size_t>(channels[i]);
     x.local_of_channel[ch] = static_cast<int>(i);
-    x.shares[i] = {capacity_[ch], 0, false};
+    x.shares[i] = {channels_[ch].capacity, 0, false};
   }
   x.hops.clear();
   x.first_hop.clear();
   for (FlowId id : flows) {
     x.first_hop.push_back(x.hops.size());
-    for (int ch : flows_[static_cast<std::size_t>(id)].route) {
+    for (int ch : route(id)) {
       const int l = x.local_of_channel[static_cast<std::size_t>(ch)];
       x.hops.push_back(l);
       ++x.shares[static_cast<std::size_t>(l)].unfrozen;
@@ -180,7 +211,7 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
 }
 
 std::vector<double> FlowNetwork::full_solution() const {
-  std::vector<int> channels(capacity_.size());
+  std::vector<int> channels(channels_.size());
   for (std::size_t i = 0; i < channels.size(); ++i)
     channels[i] = static_cast<int>(i);
   std::vector<FlowId> flows;

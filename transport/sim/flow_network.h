@@ -13,8 +13,10 @@
 // it, and tests check it against full_solution().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 namespace kf {
@@ -30,8 +32,10 @@ class FlowNetwork {
   };
 
   int add_channel(double capacity);
-  int channels() const { return static_cast<int>(capacity_.size()); }
-  double capacity(int channel) const { return capacity_[static_cast<std::size_t>(channel)]; }
+  int channels() const { return static_cast<int>(channels_.size()); }
+  double capacity(int channel) const {
+    return channels_[static_cast<std::size_t>(channel)].capacity;
+  }
 
   // Starts a flow over `route` (channel ids; may be empty: then only `cap` bounds it, and an
   // empty uncapped route is an error) and re-solves its component.
@@ -58,28 +62,65 @@ class FlowNetwork {
   std::uint64_t solved_flows() const { return solved_flows_; }
 
  private:
+  // Laid out for a thousand-worker simulation, where every message starts and ends a flow and
+  // each touch of a cold cache line costs more than the arithmetic: a flow keeps its route in
+  // place, and a channel keeps its capacity, search mark and first few flows in one line.
+  static constexpr std::size_t kInlineHops = 6;   // every route of a leaf-spine or fat tree
+  static constexpr std::size_t kInlineFlows = 4;  // on one channel
+
   struct Flow {
-    std::vector<int> route;
     double cap = kUncapped;
     double rate = 0;
+    std::array<int, kInlineHops> hops{};  // the route, if it fits; else long_routes_[id]
+    std::uint32_t length = 0;
     bool active = false;
   };
 
+  // The active flows on a channel, in the order they started: the first kInlineFlows in place.
+  class FlowList {
+   public:
+    std::size_t size() const { return count_; }
+    FlowId operator[](std::size_t i) const {
+      return i < kInlineFlows ? first_[i] : more_[i - kInlineFlows];
+    }
+    void push_back(FlowId id);
+    void erase(FlowId id);  // keeps the others' order
+
+   private:
+    void set(std::size_t i, FlowId id) {
+      (i < kInlineFlows ? first_[i] : more_[i - kInlineFlows]) = id;
+    }
+    std::array<FlowId, kInlineFlows> first_{};
+    std::uint32_t count_ = 0;
+    std::vector<FlowId> more_;
+  };
+
+  struct Channel {
+    double capacity = 0;
+    std::uint64_t mark = 0;  // epoch of the last component search that reached it
+    FlowList flows;
+  };
+
+  std::span<const int> route(FlowId id) const {
+    const Flow& f = flows_[static_cast<std::size_t>(id)];
+    if (f.length <= kInlineHops) return {f.hops.data(), f.length};
+    return long_routes_[static_cast<std::size_t>(id)];
+  }
+
   // Re-solves the component(s) reached from these channels (and `extra_flow` if >= 0).
-  void resolve_from(const std::vector<int>& seeds, FlowId extra_flow);
+  void resolve_from(std::span<const int> seeds, FlowId extra_flow);
   // Progressive filling over `flows` (every active flow on `channels` is among them); writes
   // the rates into `out` (indexed by flow id).
   void fill(const std::vector<int>& channels, const std::vector<FlowId>& flows,
             std::vector<double>& out) const;
 
-  std::vector<double> capacity_;
-  std::vector<std::vector<FlowId>> on_channel_;  // active flows per channel
+  std::vector<Channel> channels_;
   std::vector<Flow> flows_;
+  std::vector<std::vector<int>> long_routes_;  // by flow id, for routes over kInlineHops
   std::vector<FlowId> free_ids_;
   std::vector<RateChange> changes_;
 
   // Scratch for component searches (marks by epoch, so nothing is cleared between solves).
-  std::vector<std::uint64_t> channel_mark_;
   std::vector<std::uint64_t> flow_mark_;
   std::uint64_t epoch_ = 0;
   std::vector<int> component_channels_;
