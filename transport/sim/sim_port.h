@@ -4,25 +4,30 @@
 // in arrival order. C++17: included by the ns-3 glue.
 #pragma once
 
-#include <deque>
+#include <cstddef>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "runtime/transport.h"
 
 namespace kf {
 
-class SimPort final : public Transport {
+// Cache-line aligned, with what an arrival reads (parked messages, the engine's handler) in the
+// first line and what a send reads in the second: at a thousand workers every message finds its
+// port cold, so each line it touches costs a trip to memory.
+class alignas(64) SimPort final : public Transport {
  public:
   using Send = std::function<void(int source, int destination, Message&& message)>;
   using PostNow = std::function<void(std::function<void()> fn)>;  // run fn from the event loop
 
   SimPort(int rank, Send send, PostNow post_now)
-      : rank_(rank), send_(std::move(send)), post_now_(std::move(post_now)) {}
+      : send_(std::move(send)), rank_(rank), post_now_(std::move(post_now)) {}
 
   void set_handlers(Handlers handlers) override {
-    handlers_ = std::move(handlers);
-    if (handlers_.on_message && !parked_.empty()) post_now_([this] { deliver_parked(); });
+    on_message_ = std::move(handlers.on_message);
+    on_peer_lost_ = std::move(handlers.on_peer_lost);
+    if (on_message_ && !parked()) post_now_([this] { deliver_parked(); });
   }
   void send(int destination, Message message) override {
     send_(rank_, destination, std::move(message));
@@ -30,31 +35,38 @@ class SimPort final : public Transport {
 
   // A message from `source` has arrived.
   void deliver(int source, Message&& message) {
-    if (handlers_.on_message && parked_.empty()) {
-      handlers_.on_message(source, std::move(message));
+    if (on_message_ && !parked()) {
+      on_message_(source, std::move(message));
     } else {
       parked_.emplace_back(source, std::move(message));
     }
   }
   // Tells the engine that `peer` cannot be reached any more (nothing if no engine listens).
   void peer_lost(int peer, const Status& why) const {
-    if (handlers_.on_peer_lost) handlers_.on_peer_lost(peer, why);
+    if (on_peer_lost_) on_peer_lost_(peer, why);
   }
 
  private:
+  bool parked() const { return parked_head_ != parked_.size(); }
   void deliver_parked() {
-    while (handlers_.on_message && !parked_.empty()) {
-      auto [source, message] = std::move(parked_.front());
-      parked_.pop_front();
-      handlers_.on_message(source, std::move(message));
+    while (on_message_ && parked()) {
+      auto [source, message] = std::move(parked_[parked_head_++]);
+      if (!parked()) {
+        parked_.clear();
+        parked_head_ = 0;
+      }
+      on_message_(source, std::move(message));
     }
   }
 
-  int rank_;
+  // Waiting for an engine, in arrival order: [parked_head_, end).
+  std::vector<std::pair<int, Message>> parked_;
+  std::size_t parked_head_ = 0;
+  std::function<void(int source, Message&& message)> on_message_;
   Send send_;
+  int rank_;
   PostNow post_now_;
-  Handlers handlers_;
-  std::deque<std::pair<int, Message>> parked_;
+  std::function<void(int peer, Status why)> on_peer_lost_;
 };
 
 }  // namespace kf
