@@ -12,10 +12,12 @@ namespace kf {
 
 Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& transport,
                EngineOptions options)
-    : cluster_(std::move(cluster)),
+    : transport_(transport),
+      version_(cluster.version()),
+      size_(cluster.size()),
       rank_(rank),
+      cluster_(std::move(cluster)),
       executor_(executor),
-      transport_(transport),
       options_(options) {
   if (const auto problem = cluster_.problem()) {
     throw std::invalid_argument("engine: bad cluster: " + *problem);
@@ -253,7 +255,7 @@ void Operation::send(int destination, std::size_t chunk, std::uint32_t step, Con
 }
 
 void Engine::send(int destination, Message message) {
-  message.header.cluster_version = cluster_.version();
+  message.header.cluster_version = version_;
   if (destination >= 0 && destination < size())
     egress_bytes_.add(destination, message.payload.size());
   transport_.send(destination, std::move(message));
@@ -268,11 +270,11 @@ Operation* Engine::find_active(const std::string& name) {
 
 void Engine::on_message(int source, Message&& message) {
   const std::uint64_t version = message.header.cluster_version;
-  if (version != 0 && version < cluster_.version()) {
+  if (version != 0 && version < version_) {
     ++stale_messages_;
     return;
   }
-  if (version > cluster_.version()) {
+  if (version > version_) {
     message.payload.materialize();  // kept for a successor: the lender gets its buffer back now
     newer_.emplace_back(source, std::move(message));
     return;

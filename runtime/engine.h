@@ -45,7 +45,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   int rank() const { return rank_; }
-  int size() const { return cluster_.size(); }
+  int size() const { return size_; }
   const ClusterSpec& cluster() const { return cluster_; }
   Executor& executor() const { return executor_; }
   const EngineOptions& options() const { return options_; }
@@ -110,22 +110,28 @@ class Engine {
   void arm_hold_timer();
   void materialize_held();  // copies out remote payloads stashed for remote_hold
 
-  ClusterSpec cluster_;
+  // What every message reads, together at the front (at a thousand simulated workers each cache
+  // line a message touches is a trip to memory). version_ and size_ copy the cluster's, which
+  // never changes under an engine.
+  //
+  // The operation the last message was for: the next message is most likely for it too, and a
+  // hash lookup costs a thousand-engine simulation two cache misses per message. Cleared when
+  // that operation leaves active_.
+  Operation* last_found_ = nullptr;
+  Transport& transport_;
+  std::uint64_t version_;
+  int size_;
   int rank_;
-  // Beside the fields every message reads (one cache line fewer per message at scale).
   PeerBytes egress_bytes_;
   PeerBytes ingress_bytes_;
+
+  ClusterSpec cluster_;
   Executor& executor_;
-  Transport& transport_;
   EngineOptions options_;
   std::shared_ptr<const CompiledStrategy> strategy_;
   std::map<int, std::shared_ptr<const CompiledStrategy>> rooted_;
 
   std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
-  // The operation the last message was for: the next message is most likely for it too, and a
-  // hash lookup costs a thousand-engine simulation two cache misses per message. Cleared when
-  // that operation leaves active_.
-  Operation* last_found_ = nullptr;
   // Done, waiting for the transport to give back borrowed pieces of their buffers; by serial.
   struct Lending {
     std::unique_ptr<Operation> op;

@@ -34,10 +34,11 @@ class PeerBytes {
     pending_ = 0;
   }
 
-  // Reading folds the running sum in: a cache, not state, hence mutable.
-  mutable std::vector<std::uint64_t> totals_;
+  // Reading folds the running sum in: a cache, not state, hence mutable. The running sum first:
+  // add() reads only it and current_.
   mutable std::uint64_t pending_ = 0;
   int current_ = -1;
+  mutable std::vector<std::uint64_t> totals_;
 };
 
 }  // namespace kf
