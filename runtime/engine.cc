@@ -254,7 +254,7 @@ void Operation::send(int destination, std::size_t chunk, std::uint32_t step, Con
   engine_.send(destination, std::move(m));
 }
 
-void Engine::send(int destination, Message message) {
+void Engine::send(int destination, Message&& message) {
   message.header.cluster_version = version_;
   if (destination >= 0 && destination < size())
     egress_bytes_.add(destination, message.payload.size());

@@ -68,7 +68,7 @@ class Engine {
   void start(std::unique_ptr<Operation> op);
   // Completes a callback with `status` without starting anything (argument errors).
   void reject(DoneCallback done, Status status);
-  void send(int destination, Message message);
+  void send(int destination, Message&& message);
   // `data` as a payload of `op`: borrowed when the transport takes borrowed payloads that big
   // (op then completes only once the transport gives it back), copied otherwise.
   Payload payload_of(Operation& op, ConstBufferView data);

@@ -209,12 +209,20 @@ TEST(RingQueue, KeepsOrderAcrossWrapAroundGrowthAndTruncation) {
     if (action < 4 || q.empty()) {
       q.emplace_back(std::make_shared<int>(next), next);
       expected.push_back(next++);
-    } else if (action < 6) {
+    } else if (action < 5) {
       ASSERT_EQ(q.front().second, expected.front());
       dropped = q.front().first;
       q.pop_front();
       expected.pop_front();
       EXPECT_TRUE(dropped.expired()) << "a popped element is released at once";
+    } else if (action < 6) {
+      dropped = q.front().first;
+      auto [held, number] = q.take_front();
+      EXPECT_EQ(number, expected.front());
+      EXPECT_EQ(*held, expected.front());
+      expected.pop_front();
+      held.reset();
+      EXPECT_TRUE(dropped.expired()) << "the queue keeps nothing of a taken element";
     } else {
       const std::size_t keep = q.size() / 2;
       q.truncate(keep);

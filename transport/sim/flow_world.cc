@@ -315,8 +315,7 @@ void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
 }
 
 void FlowWorld::Impl::arrive(Connection& c) {
-  auto [message, bytes] = std::move(c.messages.front());
-  c.messages.pop_front();
+  auto [message, bytes] = c.messages.take_front();
   --c.sent;
   ++stats.messages;
   stats.message_bytes += bytes;

@@ -7,6 +7,8 @@
 
 #include <cassert>
 #include <cstddef>
+#include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,20 +31,31 @@ class RingQueue {
   }
   T& front() { return (*this)[0]; }
 
+  // Built in place, in a slot that holds a default T.
   template <typename... Args>
   void emplace_back(Args&&... args) {
+    static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
+                  "a slot is rebuilt in place: building must not throw");
     if (size_ == slots_.size()) grow();
-    slots_[index(size_)] = T(std::forward<Args>(args)...);
+    T* slot = &slots_[index(size_)];
+    std::destroy_at(slot);
+    std::construct_at(slot, std::forward<Args>(args)...);
     ++size_;
   }
 
   void pop_front() {
     assert(size_ > 0);
     slots_[head_] = T();  // release what it holds now, not when the slot is reused
-    head_ = head_ + 1 == slots_.size() ? 0 : head_ + 1;
-    // Emptied: start over at the first slot, so a queue that holds one element at a time (a
-    // ring's connection) keeps reusing one slot, which stays in cache, instead of walking them all.
-    if (--size_ == 0) head_ = 0;
+    advance();
+  }
+  // Moves the front element out and drops it. What the slot keeps is T's moved-from state, which
+  // for the queue's users (messages: strings, vectors, shared pointers) holds nothing; it is
+  // replaced when the slot is reused.
+  T take_front() {
+    assert(size_ > 0);
+    T out = std::move(slots_[head_]);
+    advance();
+    return out;
   }
 
   // Drops the elements from position `keep` to the back.
@@ -54,6 +67,12 @@ class RingQueue {
   }
 
  private:
+  void advance() {
+    head_ = head_ + 1 == slots_.size() ? 0 : head_ + 1;
+    // Emptied: start over at the first slot, so a queue that holds one element at a time (a
+    // ring's connection) keeps reusing one slot, which stays in cache, instead of walking them all.
+    if (--size_ == 0) head_ = 0;
+  }
   std::size_t index(std::size_t i) const {
     const std::size_t at = head_ + i;
     return at < slots_.size() ? at : at - slots_.size();
