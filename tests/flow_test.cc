@@ -21,6 +21,7 @@
 #include "transport/sim/radix_heap.h"
 #include "transport/sim/ring_queue.h"
 #include "transport/sim/scenario.h"
+#include "transport/sim/sim_port.h"
 #include "transport/sim/simulation.h"
 
 namespace kf {
@@ -31,6 +32,37 @@ using namespace std::chrono_literals;
 // The flow world's clock: events run in time order, those due at one instant in the order they
 // were posted (also when posted from inside events), a cancelled event never runs, and a stale id
 // (its event ran, its slot reused) cancels nothing.
+// A worker slot's port between two engines: what arrives meanwhile is parked, then handed to the
+// next engine from the event loop, in arrival order, before anything that arrives after it.
+TEST(SimPort, ParksArrivalsUntilAnEngineListensThenHandsThemOverInOrder) {
+  std::vector<std::function<void()>> posted;
+  SimPort port(
+      0, [](int, int, Message&&) {},
+      [&posted](std::function<void()> fn) { posted.push_back(std::move(fn)); });
+  const auto message = [](std::uint32_t step) {
+    Message m;
+    m.header.name = "grad/w";
+    m.header.step = step;
+    return m;
+  };
+  port.deliver(1, message(0));
+  port.deliver(2, message(1));
+  std::vector<std::pair<int, std::uint32_t>> got;
+  port.set_handlers(
+      {.on_message = [&got](int source, Message&& m) { got.emplace_back(source, m.header.step); }});
+  EXPECT_TRUE(got.empty()) << "handed over from the event loop, not inside set_handlers";
+  port.deliver(3, message(2));  // behind the parked ones
+  ASSERT_EQ(posted.size(), 1u);
+  posted.front()();
+  const std::vector<std::pair<int, std::uint32_t>> want = {{1, 0}, {2, 1}, {3, 2}};
+  EXPECT_EQ(got, want);
+  port.deliver(1, message(3));  // nothing parked any more: straight to the engine
+  EXPECT_EQ(got.size(), 4u);
+  port.set_handlers({});
+  port.deliver(2, message(4));
+  EXPECT_EQ(got.size(), 4u);
+}
+
 // The world's handler calls and the runtime's tasks share one order: time, then post order.
 TEST(EventQueue, HandlerCallsAndTasksRunInOneOrder) {
   EventQueue q;

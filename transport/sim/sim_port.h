@@ -4,7 +4,6 @@
 // in arrival order. C++17: included by the ns-3 glue.
 #pragma once
 
-#include <cstddef>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -13,9 +12,10 @@
 
 namespace kf {
 
-// Cache-line aligned, with what an arrival reads (parked messages, the engine's handler) in the
-// first line and what a send reads in the second: at a thousand workers every message finds its
-// port cold, so each line it touches costs a trip to memory.
+// Cache-line aligned, with what an arrival reads (the engine's handler, whether messages are
+// parked) in the first line beside the vtable, and what a send reads besides the vtable in the
+// second: at a thousand workers every message finds its port cold, and each line it touches
+// costs a trip to memory.
 class alignas(64) SimPort final : public Transport {
  public:
   using Send = std::function<void(int source, int destination, Message&& message)>;
@@ -27,7 +27,7 @@ class alignas(64) SimPort final : public Transport {
   void set_handlers(Handlers handlers) override {
     on_message_ = std::move(handlers.on_message);
     on_peer_lost_ = std::move(handlers.on_peer_lost);
-    if (on_message_ && !parked()) post_now_([this] { deliver_parked(); });
+    if (on_message_ && parked()) post_now_([this] { deliver_parked(); });
   }
   void send(int destination, Message message) override {
     send_(rank_, destination, std::move(message));
@@ -47,22 +47,19 @@ class alignas(64) SimPort final : public Transport {
   }
 
  private:
-  bool parked() const { return parked_head_ != parked_.size(); }
+  bool parked() const { return !parked_.empty(); }
   void deliver_parked() {
+    // Rare (a worker between two engines) and short: taken from the front one by one, since
+    // the handler may go away, or park more, in between.
     while (on_message_ && parked()) {
-      auto [source, message] = std::move(parked_[parked_head_++]);
-      if (!parked()) {
-        parked_.clear();
-        parked_head_ = 0;
-      }
+      auto [source, message] = std::move(parked_.front());
+      parked_.erase(parked_.begin());
       on_message_(source, std::move(message));
     }
   }
 
-  // Waiting for an engine, in arrival order: [parked_head_, end).
-  std::vector<std::pair<int, Message>> parked_;
-  std::size_t parked_head_ = 0;
   std::function<void(int source, Message&& message)> on_message_;
+  std::vector<std::pair<int, Message>> parked_;  // waiting for an engine, in arrival order
   Send send_;
   int rank_;
   PostNow post_now_;
