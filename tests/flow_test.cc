@@ -316,6 +316,11 @@ TEST(FlowNetwork, ACappedFlowTakesItsCapAndNoMore) {
   EXPECT_DOUBLE_EQ(net.rate(paced), 0.75);
   EXPECT_DOUBLE_EQ(net.rate(greedy), 0.75);
   EXPECT_THROW(net.add_flow({}), std::invalid_argument);  // nothing would bound it
+  // A route through a channel that does not exist is refused, and leaves the rest as it was.
+  EXPECT_THROW(net.add_flow({link, 7}), std::out_of_range);
+  EXPECT_THROW(net.add_flow({-1}), std::out_of_range);
+  EXPECT_DOUBLE_EQ(net.rate(greedy), 0.75);
+  EXPECT_EQ(net.add_flow({link}), greedy + 1) << "a refused flow takes no id";
 }
 
 TEST(FlowNetwork, OnlyTheTouchedComponentIsSolved) {

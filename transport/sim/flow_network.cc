@@ -46,6 +46,10 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     throw std::invalid_argument("a flow with no channel needs a rate cap");
   }
   if (!(cap > 0)) throw std::invalid_argument("a flow's rate cap must be positive");
+  for (int ch : route) {
+    if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
+      throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
+  }
   FlowId id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -55,10 +59,6 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     flows_.emplace_back();
     flow_mark_.push_back(0);
     new_rates_.push_back(0);
-  }
-  for (int ch : route) {
-    if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
-      throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
   }
   Flow& f = flows_[static_cast<std::size_t>(id)];
   f.length = static_cast<std::uint32_t>(route.size());

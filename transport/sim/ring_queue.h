@@ -31,7 +31,7 @@ class RingQueue {
   }
   T& front() { return (*this)[0]; }
 
-  // Built in place, in a slot that holds a default T.
+  // Built in place, in a slot that holds a default or moved-from T (nothing to release).
   template <typename... Args>
   void emplace_back(Args&&... args) {
     static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
