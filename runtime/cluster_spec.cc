@@ -31,7 +31,15 @@ PeerID PeerID::parse(std::string_view text) {
 
 ClusterSpec::ClusterSpec(std::uint64_t version, std::vector<PeerID> runners,
                          std::vector<PeerID> workers)
-    : version_(version), runners_(std::move(runners)), workers_(std::move(workers)) {}
+    : version_(version),
+      runners_(std::move(runners)),
+      workers_(std::move(workers)),
+      layout_(std::make_shared<const Layout>(work_out(runners_, workers_))) {}
+
+const ClusterSpec::Layout& ClusterSpec::layout() const {
+  static const Layout empty = work_out({}, {});
+  return layout_ ? *layout_ : empty;
+}
 
 ClusterSpec ClusterSpec::local(int n, std::uint16_t base_port) {
   std::vector<PeerID> workers;
@@ -126,42 +134,36 @@ int ClusterSpec::local_size(int rank) const {
                                         [&](const PeerID& w) { return w.host == host; }));
 }
 
-std::vector<int> ClusterSpec::host_of() const {
-  std::map<std::string, int> index;
-  std::vector<int> out;
-  out.reserve(workers_.size());
-  for (const auto& w : workers_) {
-    const auto [it, inserted] = index.try_emplace(w.host, static_cast<int>(index.size()));
-    out.push_back(it->second);
+ClusterSpec::Layout ClusterSpec::work_out(const std::vector<PeerID>& runners,
+                                          const std::vector<PeerID>& workers) {
+  Layout out;
+  std::map<std::string, int> host_index;
+  out.host_of.reserve(workers.size());
+  for (const auto& w : workers) {
+    const auto [it, inserted] = host_index.try_emplace(w.host, static_cast<int>(host_index.size()));
+    out.host_of.push_back(it->second);
   }
-  return out;
-}
-
-int ClusterSpec::host_count() const {
-  std::set<std::string> hosts;
-  for (const auto& w : workers_)
-    hosts.insert(w.host);
-  return static_cast<int>(hosts.size());
-}
-
-std::optional<std::string> ClusterSpec::problem() const {
-  if (workers_.empty()) return "no workers";
-  std::set<PeerID> seen;
-  for (const auto& w : workers_) {
-    if (!seen.insert(w).second) return "duplicate worker " + w.to_string();
-  }
-  if (runners_.empty()) return std::nullopt;
-  std::set<std::string> runner_hosts;
-  for (const auto& r : runners_) {
-    if (!runner_hosts.insert(r.host).second) return "two runners on host " + r.host;
-    if (seen.contains(r)) return "runner " + r.to_string() + " uses a worker's port";
-  }
-  for (const auto& w : workers_) {
-    if (!runner_hosts.contains(w.host)) {
-      return "worker " + w.to_string() + " has no runner on its host";
+  out.host_count = static_cast<int>(host_index.size());
+  out.problem = [&]() -> std::optional<std::string> {
+    if (workers.empty()) return "no workers";
+    std::set<PeerID> seen;
+    for (const auto& w : workers) {
+      if (!seen.insert(w).second) return "duplicate worker " + w.to_string();
     }
-  }
-  return std::nullopt;
+    if (runners.empty()) return std::nullopt;
+    std::set<std::string> runner_hosts;
+    for (const auto& r : runners) {
+      if (!runner_hosts.insert(r.host).second) return "two runners on host " + r.host;
+      if (seen.contains(r)) return "runner " + r.to_string() + " uses a worker's port";
+    }
+    for (const auto& w : workers) {
+      if (!runner_hosts.contains(w.host)) {
+        return "worker " + w.to_string() + " has no runner on its host";
+      }
+    }
+    return std::nullopt;
+  }();
+  return out;
 }
 
 }  // namespace kf

@@ -4,6 +4,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,20 +56,34 @@ class ClusterSpec {
   int local_rank(int rank) const;  // index among the workers on the same host
   int local_size(int rank) const;  // workers on the same host
   // host_of()[r] = host index of rank r, hosts numbered by first appearance.
-  std::vector<int> host_of() const;
-  int host_count() const;
+  const std::vector<int>& host_of() const { return layout().host_of; }
+  int host_count() const { return layout().host_count; }
 
   // Empty when valid, else the first problem found ("duplicate worker 10.0.0.1:10000", "worker
   // 10.0.0.2:10000 has no runner on its host", "two runners on host 10.0.0.1", "no workers").
   // Runners are checked only when there are any (the in-process world has none).
-  std::optional<std::string> problem() const;
+  const std::optional<std::string>& problem() const { return layout().problem; }
 
-  bool operator==(const ClusterSpec&) const = default;
+  bool operator==(const ClusterSpec& other) const {
+    return version_ == other.version_ && runners_ == other.runners_ && workers_ == other.workers_;
+  }
 
  private:
+  // What every engine of a cluster asks for, worked out once when the spec is built and shared
+  // by its copies (a spec never changes): each of n engines checking its own copy cost
+  // O(n^2 log n) string comparisons, most of a thousand-worker simulation's set-up.
+  struct Layout {
+    std::vector<int> host_of;
+    int host_count = 0;
+    std::optional<std::string> problem;
+  };
+  static Layout work_out(const std::vector<PeerID>& runners, const std::vector<PeerID>& workers);
+  const Layout& layout() const;
+
   std::uint64_t version_ = 0;
   std::vector<PeerID> runners_;
   std::vector<PeerID> workers_;
+  std::shared_ptr<const Layout> layout_;  // null only for a default-constructed spec
 };
 
 }  // namespace kf

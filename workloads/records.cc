@@ -282,57 +282,64 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
   }
   {
     // Chrome trace: one thread per worker; steps, compute and collectives as spans, injected
-    // events as global instants.
-    nlohmann::json trace = nlohmann::json::array();
+    // events as global instants. Written one event at a time: a long run of a thousand workers
+    // has hundreds of thousands, and a JSON tree of them all would take gigabytes.
+    const auto path = root / "trace.json";
+    auto out = open_for_write(path);
+    out << R"({"displayTimeUnit":"ms","traceEvents":[)";
+    bool first = true;
+    const auto emit = [&out, &first](const nlohmann::json& event) {
+      if (!first) out << ',';
+      first = false;
+      out << event.dump();
+    };
     std::map<int, bool> named;
     for (const auto& s : steps_) {
       if (!named[s.rank]) {
-        trace.push_back({{"name", "thread_name"},
-                         {"ph", "M"},
-                         {"pid", 0},
-                         {"tid", s.rank},
-                         {"args", {{"name", fmt::format("worker {}", s.rank)}}}});
+        emit({{"name", "thread_name"},
+              {"ph", "M"},
+              {"pid", 0},
+              {"tid", s.rank},
+              {"args", {{"name", fmt::format("worker {}", s.rank)}}}});
         named[s.rank] = true;
       }
-      trace.push_back({{"name", fmt::format("step {}", s.step)},
-                       {"cat", "step"},
-                       {"ph", "X"},
-                       {"pid", 0},
-                       {"tid", s.rank},
-                       {"ts", micros(s.begin)},
-                       {"dur", micros(s.end) - micros(s.begin)},
-                       {"args", {{"strategy", s.strategy}, {"samples", s.samples}}}});
-      trace.push_back({{"name", "compute"},
-                       {"cat", "compute"},
-                       {"ph", "X"},
-                       {"pid", 0},
-                       {"tid", s.rank},
-                       {"ts", micros(s.begin)},
-                       {"dur", micros(s.compute_end) - micros(s.begin)}});
+      emit({{"name", fmt::format("step {}", s.step)},
+            {"cat", "step"},
+            {"ph", "X"},
+            {"pid", 0},
+            {"tid", s.rank},
+            {"ts", micros(s.begin)},
+            {"dur", micros(s.end) - micros(s.begin)},
+            {"args", {{"strategy", s.strategy}, {"samples", s.samples}}}});
+      emit({{"name", "compute"},
+            {"cat", "compute"},
+            {"ph", "X"},
+            {"pid", 0},
+            {"tid", s.rank},
+            {"ts", micros(s.begin)},
+            {"dur", micros(s.compute_end) - micros(s.begin)}});
     }
     for (const auto& c : collectives_) {
-      trace.push_back({{"name", c.name},
-                       {"cat", "allreduce"},
-                       {"ph", "X"},
-                       {"pid", 1},
-                       {"tid", c.rank},
-                       {"ts", micros(c.begin)},
-                       {"dur", micros(c.end) - micros(c.begin)},
-                       {"args", {{"bytes", c.bytes}, {"step", c.step}}}});
+      emit({{"name", c.name},
+            {"cat", "allreduce"},
+            {"ph", "X"},
+            {"pid", 1},
+            {"tid", c.rank},
+            {"ts", micros(c.begin)},
+            {"dur", micros(c.end) - micros(c.begin)},
+            {"args", {{"bytes", c.bytes}, {"step", c.step}}}});
     }
     for (const auto& e : events_) {
-      trace.push_back({{"name", fmt::format("{} {}", e.kind, e.phase)},
-                       {"cat", "event"},
-                       {"ph", "i"},
-                       {"s", "g"},
-                       {"pid", 0},
-                       {"tid", 0},
-                       {"ts", micros(e.time)},
-                       {"args", {{"label", e.label}, {"detail", e.detail}}}});
+      emit({{"name", fmt::format("{} {}", e.kind, e.phase)},
+            {"cat", "event"},
+            {"ph", "i"},
+            {"s", "g"},
+            {"pid", 0},
+            {"tid", 0},
+            {"ts", micros(e.time)},
+            {"args", {{"label", e.label}, {"detail", e.detail}}}});
     }
-    const auto path = root / "trace.json";
-    auto out = open_for_write(path);
-    out << nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    out << "]}\n";
     close_checked(out, path);
   }
 }

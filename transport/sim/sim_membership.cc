@@ -81,7 +81,12 @@ int SimMembership::slot_of(const PeerID& id) const {
 }
 
 void SimMembership::learn(const ClusterSpec& cluster) {
+  // Every worker's transport asks with the cluster it starts in: learn it once, not n times.
+  if (const Layout* known = layout(cluster.version());
+      known != nullptr && known->workers == cluster.workers())
+    return;
   Layout l;
+  l.workers = cluster.workers();
   l.rank_of_slot.assign(slots_.size(), -1);
   for (int r = 0; r < cluster.size(); ++r) {
     const int slot = slot_of(cluster.worker(r));

@@ -53,6 +53,7 @@ class SimMembership final : public Membership {
  private:
   class SlotTransport;
   struct Layout {
+    std::vector<PeerID> workers;  // of the cluster learnt
     std::vector<int> slot_of_rank;
     std::vector<int> rank_of_slot;  // -1: the slot is not a member
     int rank_of(int slot) const {
