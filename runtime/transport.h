@@ -35,7 +35,7 @@ class Transport {
   virtual ~Transport() = default;
 
   virtual void set_handlers(Handlers handlers) = 0;
-  virtual void send(int destination, Message message) = 0;
+  virtual void send(int destination, Message&& message) = 0;
 
   // Payloads at least this big may be sent borrowed; the default (max) means never.
   virtual std::size_t min_borrowed_bytes() const { return std::numeric_limits<std::size_t>::max(); }

@@ -60,7 +60,7 @@ class InprocWorld::Link final : public Transport {
   Link(InprocWorld& world, int rank) : world_(world), rank_(rank) {}
 
   void set_handlers(Handlers handlers) override { handlers_ = std::move(handlers); }
-  void send(int destination, Message message) override {
+  void send(int destination, Message&& message) override {
     if (message.payload.is_borrowed()) {
       auto lend = std::make_shared<Lend>();
       const std::size_t size = message.payload.size();

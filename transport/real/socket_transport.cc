@@ -734,7 +734,7 @@ void SocketTransport::reclaim(const void* lender) {
   std::erase_if(lent_, [lender](const auto& kv) { return kv.second.payload.lender() == lender; });
 }
 
-void SocketTransport::send(int destination, Message message) {
+void SocketTransport::send(int destination, Message&& message) {
   if (destination < 0 || destination >= cluster_.size()) return;
   const auto d = static_cast<std::size_t>(destination);
   if (shutting_down_ || lost_[d]) return;  // the engine has been told

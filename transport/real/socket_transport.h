@@ -72,7 +72,7 @@ class SocketTransport final : public Transport {
   // in the background.
   void start();
   void set_handlers(Handlers handlers) override;
-  void send(int destination, Message message) override;
+  void send(int destination, Message&& message) override;
   std::size_t min_borrowed_bytes() const override;
   void reclaim(const void* lender) override;
 

@@ -40,7 +40,7 @@ class SimMembership::SlotTransport final : public Transport {
     });
   }
 
-  void send(int destination, Message message) override {
+  void send(int destination, Message&& message) override {
     const Layout* l = owner_.layout(message.header.cluster_version);
     if (l == nullptr || destination < 0 ||
         static_cast<std::size_t>(destination) >= l->slot_of_rank.size()) {

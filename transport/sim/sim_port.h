@@ -29,7 +29,7 @@ class alignas(64) SimPort final : public Transport {
     on_peer_lost_ = std::move(handlers.on_peer_lost);
     if (on_message_ && parked()) post_now_([this] { deliver_parked(); });
   }
-  void send(int destination, Message message) override {
+  void send(int destination, Message&& message) override {
     send_(rank_, destination, std::move(message));
   }
 
