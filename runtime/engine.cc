@@ -291,19 +291,21 @@ void Engine::on_message(int source, Message&& message) {
     send(source, std::move(pong));
     return;
   }
-  // Taken out, not copied (a long name would cost an allocation per message): operations match
-  // by the mailbox key and the header's other fields, never by the header's name.
-  const std::string name = std::move(message.header.name);
-  if (Operation* found = find_active(name);
+  if (Operation* found = find_active(message.header.name);
       found != nullptr && found->accepts(source, message.header)) {
     Operation& op = *found;
     op.on_message(source, std::move(message));
-    if (op.done()) settle(name);  // a second lookup once per operation, not per message
+    // A second lookup once per operation, not per message. settle() reads the name only to find
+    // the operation, before it lets go of it.
+    if (op.done()) settle(op.name());
     return;
   }
   // Early: its operation has not started here yet (or this is the next instance of the name).
+  // The name moves into the mailbox key (a long one would cost an allocation to copy): operations
+  // match by the key and the header's other fields, never by the header's name.
   const bool remote = message.payload.is_remote();
-  mailbox_[name].push_back({source, std::move(message), executor_.now()});
+  std::string name = std::move(message.header.name);
+  mailbox_[std::move(name)].push_back({source, std::move(message), executor_.now()});
   if (remote) arm_hold_timer();
 }
 

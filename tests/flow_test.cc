@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <queue>
 #include <random>
@@ -335,7 +336,8 @@ TEST(FlowNetwork, OnlyTheTouchedComponentIsSolved) {
 }
 
 // Property: after any sequence of starts, ends and capacity changes, the incremental rates equal
-// a full recompute over every flow.
+// a full recompute over every flow, and changes() names exactly the flows whose rate moved (and
+// a started one), with the rates they had: what FlowWorld settles and reschedules.
 TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     std::mt19937_64 rng(seed);
@@ -348,6 +350,9 @@ TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
       net.add_channel(uniform(1, 100));
     std::vector<FlowNetwork::FlowId> live;
     for (int op = 0; op < 300; ++op) {
+      std::map<FlowNetwork::FlowId, double> before;
+      for (auto f : live)
+        before[f] = net.rate(f);
       const int what = uniform(0, 9);
       if (what < 6 || live.empty()) {
         std::vector<int> route;
@@ -367,11 +372,19 @@ TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
         net.set_capacity(uniform(0, channels - 1), uniform(1, 100));
       }
       const auto full = net.full_solution();
+      std::map<FlowNetwork::FlowId, double> moved;  // flow -> its rate before the operation
       for (auto f : live) {
         ASSERT_NEAR(net.rate(f), full[static_cast<std::size_t>(f)],
                     1e-9 * std::max(1.0, full[static_cast<std::size_t>(f)]))
             << "seed " << seed << " op " << op << " flow " << f;
+        const auto was = before.find(f);
+        const double old_rate = was == before.end() ? 0.0 : was->second;
+        if (was == before.end() || net.rate(f) != old_rate) moved[f] = old_rate;
       }
+      std::map<FlowNetwork::FlowId, double> reported;
+      for (const auto& c : net.changes())
+        ASSERT_TRUE(reported.emplace(c.flow, c.old_rate).second) << "seed " << seed << " op " << op;
+      ASSERT_EQ(reported, moved) << "seed " << seed << " op " << op;
     }
   }
 }

@@ -71,8 +71,24 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
   f.cap = cap;
   f.rate = 0;
   f.active = true;
-  for (int ch : route)
-    channels_[static_cast<std::size_t>(ch)].flows.push_back(id);
+  bool alone = true;  // on every channel of its route: its component is itself
+  for (int ch : route) {
+    FlowList& on = channels_[static_cast<std::size_t>(ch)].flows;
+    on.push_back(id);
+    alone = alone && on.size() == 1;
+  }
+  if (alone) {
+    // A ring's or a tree's flow, nearly always: what resolve_from() would find, without the
+    // search (fill() gives a lone flow the same rate).
+    double rate = cap;
+    for (int ch : route)
+      rate = std::min(rate, channels_[static_cast<std::size_t>(ch)].capacity);
+    f.rate = rate;
+    changes_.assign(1, {id, 0.0});
+    ++solves_;
+    ++solved_flows_;
+    return id;
+  }
   resolve_from({}, id);
   return id;
 }
@@ -81,11 +97,19 @@ void FlowNetwork::remove_flow(FlowId id) {
   Flow& f = flows_.at(static_cast<std::size_t>(id));
   if (!f.active) throw std::logic_error("removing a flow that is not active");
   const std::span<const int> hops = route(id);
-  for (int ch : hops)
-    channels_[static_cast<std::size_t>(ch)].flows.erase(id);
+  bool alone = true;  // it was: no other flow's rate changes
+  for (int ch : hops) {
+    FlowList& on = channels_[static_cast<std::size_t>(ch)].flows;
+    on.erase(id);
+    alone = alone && on.size() == 0;
+  }
   f.active = false;
   f.rate = 0;
   free_ids_.push_back(id);
+  if (alone) {
+    changes_.clear();
+    return;
+  }
   resolve_from(hops, -1);
 }
 

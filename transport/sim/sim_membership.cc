@@ -97,8 +97,12 @@ void SimMembership::learn(const ClusterSpec& cluster) {
 }
 
 const SimMembership::Layout* SimMembership::layout(std::uint64_t version) const {
+  // Every message asks, nearly always for the version asked for last.
+  if (last_layout_ != nullptr && last_version_ == version) return last_layout_;
   const auto it = layouts_.find(version);
-  return it == layouts_.end() ? nullptr : &it->second;
+  if (it == layouts_.end()) return nullptr;
+  last_version_ = version;
+  return last_layout_ = &it->second;
 }
 
 ClusterSpec SimMembership::propose(const ClusterSpec& current, int workers) const {

@@ -71,7 +71,10 @@ class SimMembership final : public Membership {
   ClusterSpec stored_;
   SimMembershipOptions options_;
   Spawn spawn_;
-  std::map<std::uint64_t, Layout> layouts_;  // by cluster version
+  std::map<std::uint64_t, Layout> layouts_;  // by cluster version; never erased, so a pointer
+                                             // to one stays valid (learn() refills in place)
+  mutable std::uint64_t last_version_ = 0;
+  mutable const Layout* last_layout_ = nullptr;
   std::vector<std::unique_ptr<SlotTransport>> transports_;
 };
 
