@@ -94,7 +94,10 @@ class Payload {
   }
   static Payload phantom(std::size_t size) {
     Payload p;
-    p.phantom_size_ = size;
+    if (size > 0) {
+      p.kind_ = Kind::phantom;
+      p.size_ = size;
+    }
     return p;
   }
   // Only for a Transport that takes borrowed payloads (Transport::min_borrowed_bytes): the bytes
@@ -102,67 +105,80 @@ class Payload {
   static Payload borrowed(const std::byte* data, std::size_t size,
                           std::shared_ptr<const void> loan) {
     Payload p;
-    p.borrowed_ = data;
+    p.kind_ = Kind::borrowed;
     p.size_ = size;
-    p.loan_ = std::move(loan);
+    p.at_.borrowed = data;
+    p.holder_ = std::move(loan);
     return p;
   }
   static Payload remote(std::size_t size, std::shared_ptr<PayloadSource> source) {
     Payload p;
+    p.kind_ = Kind::remote;
     p.size_ = size;
-    p.source_ = std::move(source);
+    p.at_.source = source.get();
+    p.holder_ = std::move(source);
     return p;
   }
 
-  bool is_phantom() const { return phantom_size_ != 0; }
-  bool is_borrowed() const { return loan_ != nullptr; }
-  bool is_remote() const { return source_ != nullptr; }
+  bool is_phantom() const { return kind_ == Kind::phantom; }
+  bool is_borrowed() const { return kind_ == Kind::borrowed && holder_ != nullptr; }
+  bool is_remote() const { return kind_ == Kind::remote && holder_ != nullptr; }
   // A remote payload whose bytes could not be read (materialize() failed): size, no bytes.
-  bool failed() const { return !error_.empty(); }
-  const std::string& error() const { return error_; }
+  bool failed() const { return kind_ == Kind::failed && holder_ != nullptr; }
+  const std::string& error() const {
+    static const std::string none;
+    return failed() ? *at_.error : none;
+  }
   std::size_t size() const {
-    if (is_phantom()) return phantom_size_;
-    return is_borrowed() || is_remote() || failed() ? size_ : bytes_.size();
+    if (kind_ == Kind::phantom) return size_;
+    // A payload moved from keeps its kind but not its holder: it is empty then.
+    return kind_ != Kind::own && holder_ != nullptr ? size_ : bytes_.size();
   }
   // Own or borrowed bytes; a remote payload has none until materialize().
-  const std::byte* data() const { return is_borrowed() ? borrowed_ : bytes_.data(); }
+  const std::byte* data() const { return is_borrowed() ? at_.borrowed : bytes_.data(); }
   PayloadBytes& bytes() { return bytes_; }  // own bytes only (to fill them)
   // Identifies the owner of borrowed bytes (Transport::reclaim); null otherwise.
-  const void* lender() const { return loan_.get(); }
-  PayloadSource* source() const { return source_.get(); }
+  const void* lender() const { return is_borrowed() ? holder_.get() : nullptr; }
+  PayloadSource* source() const { return is_remote() ? at_.source : nullptr; }
 
   // Turns a remote payload into own bytes and drops the source. False if the bytes cannot be
   // read: the payload is failed() then.
   bool materialize() {
     if (!is_remote()) return !failed();
+    PayloadSource& source = *at_.source;
     PayloadBytes bytes(size_);
-    if (!source_->read(0, bytes.data(), bytes.size()) || !source_->verify()) {
-      error_ = source_->error();
-      if (error_.empty()) error_ = "the lent payload could not be read";
+    if (!source.read(0, bytes.data(), bytes.size()) || !source.verify()) {
+      std::string why = source.error();
+      if (why.empty()) why = "the lent payload could not be read";
+      auto error = std::make_shared<const std::string>(std::move(why));
+      kind_ = Kind::failed;
+      at_.error = error.get();
+      holder_ = std::move(error);  // drops the source
     } else {
-      bytes_ = std::move(bytes);
-      size_ = 0;
+      *this = Payload(std::move(bytes));
     }
-    source_.reset();
     return !failed();
   }
   // Turns a borrowed payload into own bytes (a copy) and returns the loan.
   void own() {
     if (!is_borrowed()) return;
-    bytes_.assign(borrowed_, borrowed_ + size_);
-    borrowed_ = nullptr;
-    size_ = 0;
-    loan_.reset();
+    *this = copy_of(at_.borrowed, size_);
   }
 
  private:
+  // Every message carries one, and a simulated one is moved several times on its way: the five
+  // kinds share their fields, so a Payload is 64 bytes and its moves copy a few words.
+  enum class Kind : std::uint8_t { own, phantom, borrowed, remote, failed };
+  Kind kind_ = Kind::own;
+  std::size_t size_ = 0;  // phantom, borrowed, remote or failed
+  union {
+    const std::byte* borrowed;
+    PayloadSource* source;     // held by holder_
+    const std::string* error;  // held by holder_
+  } at_{nullptr};
+  // What keeps the rest alive: the loan (borrowed), the source (remote) or the error (failed).
+  std::shared_ptr<const void> holder_;
   PayloadBytes bytes_;
-  std::size_t phantom_size_ = 0;
-  const std::byte* borrowed_ = nullptr;
-  std::size_t size_ = 0;  // borrowed, remote or failed
-  std::shared_ptr<const void> loan_;
-  std::shared_ptr<PayloadSource> source_;
-  std::string error_;
 };
 
 struct Message {

@@ -147,7 +147,7 @@ class FlowWorld::Impl {
   mutable std::vector<Connection*> last_connection;
   std::vector<std::unique_ptr<Connection>> connection_list;  // in creation order
   std::vector<Owner> owners;                                 // by flow id
-  std::vector<bool> failed;
+  std::vector<std::uint8_t> failed;  // by rank: bytes, not bits (read twice per message)
   std::vector<std::set<int>> reported_lost;
   std::map<int, Background> backgrounds;
   int next_background = 0;
@@ -168,7 +168,7 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
     network.add_channel(payload_rate(l.spec.bandwidth_bps));  // b -> a
   }
   const int n = static_cast<int>(topo.worker_node.size());
-  failed.assign(static_cast<std::size_t>(n), false);
+  failed.assign(static_cast<std::size_t>(n), 0);
   connections_from.resize(static_cast<std::size_t>(n));
   last_connection.assign(static_cast<std::size_t>(n), nullptr);
   reported_lost.resize(static_cast<std::size_t>(n));
@@ -452,7 +452,7 @@ void FlowWorld::set_link(const std::string& link, std::optional<double> bandwidt
 void FlowWorld::fail(int rank) {
   Impl& w = *impl_;
   if (w.failed.at(static_cast<std::size_t>(rank))) return;
-  w.failed[static_cast<std::size_t>(rank)] = true;
+  w.failed[static_cast<std::size_t>(rank)] = 1;
   // The kernel of a crashed process closes its sockets: messages already on the wire still
   // arrive, then each peer sees its connection end; whatever was sent to it is dropped.
   for (const auto& c : w.connection_list) {
