@@ -3,17 +3,23 @@
 //
 // A discrete-event simulation never schedules before now, so every time pushed is at least the
 // last one popped. A radix heap uses that: an entry waits in the bucket named by the highest bit
-// in which its time differs from the last time popped (bucket 0: the same time), so a push is one
-// bit scan and an append. Only when bucket 0 runs dry is the next non-empty bucket scanned for its
-// least time, which becomes the new reference, and its entries move to lower buckets. Each entry
-// moves a few times at most, through contiguous vectors, where a binary heap of thousands of
-// events does a dozen unpredictable comparisons on every push and pop.
+// in which its time differs from a reference time no later than any entry's, so a push is one bit
+// scan and an append, and a lower bucket holds only earlier times than a higher one.
 //
-// Same-time entries keep their push order for free: they always share a bucket (the bucket
-// depends on the time alone), they are appended in push order, and moving a bucket down keeps
-// its order. Bucket 0 is read from the front.
+// The entries due next wait in the run: a short list sorted by time. When it is used up, the
+// least non-empty bucket becomes the next run: sorted by an insertion sort if it is short, which
+// is the usual case (a simulation's pending events are spread in time, so the least bucket holds
+// a few), else spread over the buckets below it, relative to its least time, as a textbook radix
+// heap does. Moving each entry once, rather than down the buckets one refill at a time, halves
+// the queue's work in a thousand-worker run. A push due no later than the run's bound joins the
+// run in order; every entry in a bucket is later than that bound.
+//
+// Same-time entries keep their push order: a bucket is appended to in push order, the sort is
+// stable, a spread keeps the order, and a push into the run goes after the entries due at its
+// time.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -30,15 +36,28 @@ class RadixHeap {
   std::size_t size() const { return size_; }
 
   void push(const Entry& e) {
-    if (e.at < last_at_) throw std::logic_error("RadixHeap: a time before the last one popped");
-    place(e);
+    if (e.at < last_popped_) throw std::logic_error("RadixHeap: a time before the last one popped");
+    if (e.at <= run_bound_) {
+      const auto later =
+          std::upper_bound(run_.begin() + static_cast<std::ptrdiff_t>(head_), run_.end(), e.at,
+                           [](std::int64_t at, const Entry& x) { return at < x.at; });
+      run_.insert(later, e);
+    } else {
+      place(e);
+    }
     ++size_;
   }
 
   // The least entry (call only when not empty).
   Entry pop() {
-    if (head_ == buckets_[0].size()) refill();
-    const Entry e = buckets_[0][head_++];
+    if (head_ == run_.size()) refill();
+    const Entry e = run_[head_++];
+    if (head_ == run_.size()) {
+      // Used up: pushes due at the same time could otherwise grow it without end.
+      run_.clear();
+      head_ = 0;
+    }
+    last_popped_ = e.at;
     --size_;
     return e;
   }
@@ -46,50 +65,74 @@ class RadixHeap {
   // Drops every entry for which `drop(entry)` is true; the order of the rest is unchanged.
   template <typename Pred>
   void erase_if(Pred drop) {
-    std::vector<Entry>& now = buckets_[0];
-    now.erase(now.begin(), now.begin() + static_cast<std::ptrdiff_t>(head_));
+    run_.erase(run_.begin(), run_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
-    for (std::size_t b = 0; b < kBuckets; ++b) {
-      const std::size_t before = buckets_[b].size();
+    const std::size_t before = run_.size();
+    std::erase_if(run_, drop);
+    size_ -= before - run_.size();
+    for (std::size_t b = 1; b < kBuckets; ++b) {
+      const std::size_t had = buckets_[b].size();
       std::erase_if(buckets_[b], drop);
-      size_ -= before - buckets_[b].size();
-      if (b > 0 && buckets_[b].empty()) used_ &= ~(std::uint64_t{1} << (b - 1));
+      size_ -= had - buckets_[b].size();
+      if (buckets_[b].empty()) used_ &= ~(std::uint64_t{1} << (b - 1));
     }
   }
 
  private:
-  // Bucket 0: the reference time; bucket 1 + i: times whose highest bit differing from it is i.
+  // Bucket 1 + i: times whose highest bit differing from the reference is i (bucket 0, the
+  // reference itself, stays empty: such times are never above the run's bound).
   static constexpr std::size_t kBuckets = 65;
+  // A least bucket up to this long is sorted into the run; a longer one is spread.
+  static constexpr std::size_t kSortedRun = 32;
 
   void place(const Entry& e) {
     const auto b = static_cast<std::size_t>(
-        std::bit_width(static_cast<std::uint64_t>(e.at) ^ static_cast<std::uint64_t>(last_at_)));
+        std::bit_width(static_cast<std::uint64_t>(e.at) ^ static_cast<std::uint64_t>(reference_)));
     buckets_[b].push_back(e);
-    if (b > 0) used_ |= std::uint64_t{1} << (b - 1);
+    used_ |= std::uint64_t{1} << (b - 1);
   }
 
-  // Bucket 0 is used up: the least non-empty bucket holds the least time; it becomes the
-  // reference and that bucket's entries spread, in order, over the buckets below it.
+  // The run is used up: the least non-empty bucket holds the least times. Its least time becomes
+  // the reference, which leaves the higher buckets as they are (it shares their high bits).
   void refill() {
-    buckets_[0].clear();
-    head_ = 0;
     const auto b = 1 + static_cast<std::size_t>(std::countr_zero(used_));
     std::vector<Entry>& from = buckets_[b];
+    used_ &= ~(std::uint64_t{1} << (b - 1));
     std::int64_t least = from[0].at;
     for (const Entry& e : from)
       least = e.at < least ? e.at : least;
-    last_at_ = least;
-    used_ &= ~(std::uint64_t{1} << (b - 1));
-    // Every entry lands in a bucket below b, so `from` is not appended to while read.
-    for (const Entry& e : from)
-      place(e);
+    reference_ = least;
+    if (from.size() <= kSortedRun) {
+      // Stable insertion sort: an entry moves only past later times.
+      for (const Entry& e : from) {
+        std::size_t i = run_.size();
+        run_.push_back(e);
+        for (; i > 0 && run_[i - 1].at > e.at; --i)
+          run_[i] = run_[i - 1];
+        run_[i] = e;
+      }
+      run_bound_ = run_.back().at;
+    } else {
+      // The least time's entries make the run; the others spread below b (all later than it).
+      for (const Entry& e : from) {
+        if (e.at == least) {
+          run_.push_back(e);
+        } else {
+          place(e);
+        }
+      }
+      run_bound_ = least;
+    }
     from.clear();
   }
 
+  std::vector<Entry> run_;  // sorted by time; [head_, end) are waiting
+  std::size_t head_ = 0;
+  std::int64_t run_bound_ = 0;  // every bucket's entries are later; never below reference_
   std::array<std::vector<Entry>, kBuckets> buckets_;
-  std::size_t head_ = 0;    // bucket 0's entries before this one have been popped
   std::uint64_t used_ = 0;  // bit i: bucket 1 + i is not empty
-  std::int64_t last_at_ = 0;
+  std::int64_t reference_ = 0;
+  std::int64_t last_popped_ = 0;
   std::size_t size_ = 0;
 };
 
