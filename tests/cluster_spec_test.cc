@@ -49,6 +49,27 @@ TEST(ClusterSpec, ProblemsAreNamed) {
   EXPECT_EQ(ClusterSpec(0, {{"a", 9}, {"a", 8}}, {{"a", 1}}).problem(), "two runners on host a");
 }
 
+// The layout and the problem are worked out once per spec and shared by its copies: a copy, an
+// assignment and a resize must each answer for their own workers, an empty spec too.
+TEST(ClusterSpec, CopiesAssignmentsAndResizesAnswerForTheirOwnWorkers) {
+  const ClusterSpec a(1, {{"h1", 9}, {"h2", 9}}, {{"h1", 1}, {"h2", 1}});
+  const ClusterSpec grown = a.resized(5, 10);
+  EXPECT_EQ(grown.host_of(), (std::vector<int>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(grown.host_count(), 2);
+  EXPECT_FALSE(grown.problem());
+  ClusterSpec c = a;
+  EXPECT_EQ(c.host_of(), (std::vector<int>{0, 1}));
+  c = ClusterSpec(2, {{"h1", 9}}, {{"h1", 1}, {"h3", 1}});
+  EXPECT_EQ(c.host_of(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(c.problem(), "worker h3:1 has no runner on its host");
+  EXPECT_FALSE(a.problem());  // the first spec kept its own
+  const ClusterSpec empty;
+  EXPECT_EQ(empty.problem(), "no workers");
+  EXPECT_TRUE(empty.host_of().empty());
+  EXPECT_EQ(empty.host_count(), 0);
+  EXPECT_EQ(ClusterSpec(), ClusterSpec(0, {}, {}));
+}
+
 TEST(ClusterSpec, ProtobufRoundTrip) {
   const auto spec = two_hosts();
   const auto proto = spec.to_proto();
