@@ -31,14 +31,12 @@ PeerID PeerID::parse(std::string_view text) {
 
 ClusterSpec::ClusterSpec(std::uint64_t version, std::vector<PeerID> runners,
                          std::vector<PeerID> workers)
-    : version_(version),
-      runners_(std::move(runners)),
-      workers_(std::move(workers)),
-      layout_(std::make_shared<const Layout>(work_out(runners_, workers_))) {}
+    : state_(std::make_shared<const State>(
+          work_out(version, std::move(runners), std::move(workers)))) {}
 
-const ClusterSpec::Layout& ClusterSpec::layout() const {
-  static const Layout empty = work_out({}, {});
-  return layout_ ? *layout_ : empty;
+const ClusterSpec::State& ClusterSpec::state() const {
+  static const State empty = work_out(0, {}, {});
+  return state_ ? *state_ : empty;
 }
 
 ClusterSpec ClusterSpec::local(int n, std::uint16_t base_port) {
@@ -54,18 +52,18 @@ ClusterSpec ClusterSpec::resized(int n, std::uint16_t first_port, int max_per_ho
   if (n < 1)
     throw std::invalid_argument("resize: a cluster needs at least 1 worker, asked for " +
                                 std::to_string(n));
-  std::vector<PeerID> workers = workers_;
+  std::vector<PeerID> next = workers();
   if (n <= size()) {
-    workers.resize(static_cast<std::size_t>(n));
-    return ClusterSpec(version_, runners_, std::move(workers));
+    next.resize(static_cast<std::size_t>(n));
+    return ClusterSpec(version(), runners(), std::move(next));
   }
-  if (runners_.empty()) throw std::invalid_argument("resize: no runners to start workers on");
-  while (static_cast<int>(workers.size()) < n) {
+  if (runners().empty()) throw std::invalid_argument("resize: no runners to start workers on");
+  while (static_cast<int>(next.size()) < n) {
     const PeerID* best = nullptr;
     int best_count = 0;
-    for (const auto& r : runners_) {
+    for (const auto& r : runners()) {
       const auto count = static_cast<int>(std::count_if(
-          workers.begin(), workers.end(), [&](const PeerID& w) { return w.host == r.host; }));
+          next.begin(), next.end(), [&](const PeerID& w) { return w.host == r.host; }));
       if (max_per_host > 0 && count >= max_per_host) continue;
       if (best == nullptr || count < best_count) {
         best = &r;
@@ -74,15 +72,15 @@ ClusterSpec ClusterSpec::resized(int n, std::uint16_t first_port, int max_per_ho
     }
     if (best == nullptr) {
       throw std::invalid_argument("resize: no room for " + std::to_string(n) + " workers (" +
-                                  std::to_string(runners_.size()) + " runners x " +
+                                  std::to_string(runners().size()) + " runners x " +
                                   std::to_string(max_per_host) + " slots)");
     }
     std::uint16_t port = first_port;
-    for (const auto& w : workers)
+    for (const auto& w : next)
       if (w.host == best->host && w.port >= port) port = static_cast<std::uint16_t>(w.port + 1);
-    workers.push_back({best->host, port});
+    next.push_back({best->host, port});
   }
-  return ClusterSpec(version_, runners_, std::move(workers));
+  return ClusterSpec(version(), runners(), std::move(next));
 }
 
 ClusterSpec ClusterSpec::from_proto(const proto::ClusterSpec& p) {
@@ -102,13 +100,13 @@ ClusterSpec ClusterSpec::from_proto(const proto::ClusterSpec& p) {
 
 proto::ClusterSpec ClusterSpec::to_proto() const {
   proto::ClusterSpec p;
-  p.set_version(version_);
-  for (const auto& r : runners_) {
+  p.set_version(version());
+  for (const auto& r : runners()) {
     auto* id = p.add_runners();
     id->set_host(r.host);
     id->set_port(r.port);
   }
-  for (const auto& w : workers_) {
+  for (const auto& w : workers()) {
     auto* id = p.add_workers();
     id->set_host(w.host);
     id->set_port(w.port);
@@ -117,26 +115,28 @@ proto::ClusterSpec ClusterSpec::to_proto() const {
 }
 
 std::optional<int> ClusterSpec::rank_of(const PeerID& id) const {
-  const auto it = std::find(workers_.begin(), workers_.end(), id);
-  if (it == workers_.end()) return std::nullopt;
-  return static_cast<int>(it - workers_.begin());
+  const auto& all = workers();
+  const auto it = std::find(all.begin(), all.end(), id);
+  if (it == all.end()) return std::nullopt;
+  return static_cast<int>(it - all.begin());
 }
 
 int ClusterSpec::local_rank(int rank) const {
   const auto& host = worker(rank).host;
-  return static_cast<int>(std::count_if(workers_.begin(), workers_.begin() + rank,
+  return static_cast<int>(std::count_if(workers().begin(), workers().begin() + rank,
                                         [&](const PeerID& w) { return w.host == host; }));
 }
 
 int ClusterSpec::local_size(int rank) const {
   const auto& host = worker(rank).host;
-  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+  return static_cast<int>(std::count_if(workers().begin(), workers().end(),
                                         [&](const PeerID& w) { return w.host == host; }));
 }
 
-ClusterSpec::Layout ClusterSpec::work_out(const std::vector<PeerID>& runners,
-                                          const std::vector<PeerID>& workers) {
-  Layout out;
+ClusterSpec::State ClusterSpec::work_out(std::uint64_t version, std::vector<PeerID> runners,
+                                         std::vector<PeerID> workers) {
+  State out;
+  out.version = version;
   std::map<std::string, int> host_index;
   out.host_of.reserve(workers.size());
   for (const auto& w : workers) {
@@ -163,6 +163,8 @@ ClusterSpec::Layout ClusterSpec::work_out(const std::vector<PeerID>& runners,
     }
     return std::nullopt;
   }();
+  out.runners = std::move(runners);
+  out.workers = std::move(workers);
   return out;
 }
 
