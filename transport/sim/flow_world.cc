@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_routes.h"
 #include "transport/sim/ring_queue.h"
+#include "transport/sim/sim_compute.h"
 #include "transport/sim/sim_port.h"
 
 namespace kf {
@@ -30,35 +30,6 @@ constexpr std::uint64_t kPppHeaderBytes = 2;
 std::uint64_t wire_bytes(const Message& m) {
   return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
 }
-
-// ---- Compute: simulated time passes (the ns-3 world's SimCompute, on this world's clock) ----
-
-class FlowCompute final : public Compute {
- public:
-  FlowCompute(EventQueue& clock, std::uint64_t seed, int rank, double jitter)
-      : clock_(clock),
-        rng_(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank)),
-        jitter_(jitter) {}
-
-  void run(ComputeWork work, std::function<void()> done) override {
-    if (work.numeric) work.numeric();  // real math, at this simulated instant
-    double scale = factor;
-    if (jitter_ > 0) {
-      // The same draw as the ns-3 world: 53 random bits -> [0, 1), by hand.
-      const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-      scale *= 1.0 + jitter_ * (2 * u - 1);
-    }
-    const auto scaled = std::chrono::nanoseconds(
-        static_cast<std::int64_t>(static_cast<double>(work.profiled.count()) * scale));
-    clock_.post_after(scaled, std::move(done));
-  }
-  double factor = 1.0;  // straggler slowdown
-
- private:
-  EventQueue& clock_;
-  std::mt19937_64 rng_;
-  double jitter_;
-};
 
 }  // namespace
 
@@ -139,7 +110,7 @@ class FlowWorld::Impl {
   std::vector<double> link_bandwidth;
   std::vector<std::int64_t> link_latency;
   std::vector<std::unique_ptr<SimPort>> ports;
-  std::vector<std::unique_ptr<FlowCompute>> computes;
+  std::vector<std::unique_ptr<SimCompute>> computes;
   // Per source: (destination, connection), few each (a ring has one, a star's root n - 1).
   std::vector<std::vector<std::pair<int, Connection*>>> connections_from;
   // Per source, the connection it last sent on: a ring sends on one connection only, and a dense
@@ -176,8 +147,11 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
     ports.push_back(std::make_unique<SimPort>(
         r, [this](int src, int dst, Message&& m) { send(src, dst, std::move(m)); },
         [this](std::function<void()> fn) { clock.post(std::move(fn)); }));
-    computes.push_back(
-        std::make_unique<FlowCompute>(clock, options.seed, r, options.compute_jitter));
+    computes.push_back(std::make_unique<SimCompute>(
+        [this](std::chrono::nanoseconds delay, std::function<void()> done) {
+          clock.post_after(delay, std::move(done));
+        },
+        options.seed, r, options.compute_jitter));
   }
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -17,6 +16,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include "transport/sim/sim_compute.h"
 #include "transport/sim/sim_port.h"
 
 namespace kf {
@@ -74,32 +74,6 @@ class SimExecutor final : public Executor {
  private:
   TimerId next_ = 0;
   std::unordered_map<TimerId, ns3::EventId> events_;
-};
-
-// ---- Compute: simulated time passes ----
-
-class SimCompute final : public Compute {
- public:
-  SimCompute(std::uint64_t seed, int rank, double jitter)
-      : rng_(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank)), jitter_(jitter) {}
-
-  void run(ComputeWork work, std::function<void()> done) override {
-    if (work.numeric) work.numeric();  // real math, at this simulated instant
-    double scale = factor;
-    if (jitter_ > 0) {
-      // 53 random bits -> [0, 1) by hand: std::generate_canonical may differ between libraries.
-      const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-      scale *= 1.0 + jitter_ * (2 * u - 1);
-    }
-    const auto scaled = std::chrono::nanoseconds(
-        static_cast<std::int64_t>(static_cast<double>(work.profiled.count()) * scale));
-    ns3::Simulator::Schedule(to_ns3(scaled), std::move(done));
-  }
-  double factor = 1.0;  // straggler slowdown
-
- private:
-  std::mt19937_64 rng_;
-  double jitter_;
 };
 
 }  // namespace
@@ -290,7 +264,11 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     links.push_back(std::make_unique<SimPort>(
         r, [this](int src, int dst, Message&& m) { send(src, dst, std::move(m)); },
         [](std::function<void()> fn) { ns3::Simulator::ScheduleNow(std::move(fn)); }));
-    computes.push_back(std::make_unique<SimCompute>(options.seed, r, options.compute_jitter));
+    computes.push_back(std::make_unique<SimCompute>(
+        [](std::chrono::nanoseconds delay, std::function<void()> done) {
+          ns3::Simulator::Schedule(to_ns3(delay), std::move(done));
+        },
+        options.seed, r, options.compute_jitter));
     const auto node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(r)]);
     rank_of_address[node_address[node].Get()] = r;
 
