@@ -22,6 +22,7 @@
 #include "transport/sim/radix_heap.h"
 #include "transport/sim/ring_queue.h"
 #include "transport/sim/scenario.h"
+#include "transport/sim/sim_compute.h"
 #include "transport/sim/sim_port.h"
 #include "transport/sim/simulation.h"
 
@@ -65,6 +66,41 @@ TEST(SimPort, ParksArrivalsUntilAnEngineListensThenHandsThemOverInOrder) {
 }
 
 // The world's handler calls and the runtime's tasks share one order: time, then post order.
+// Both worlds time compute with this one class, so its draws decide whether their timelines agree.
+TEST(SimCompute, ScalesByStragglerFactorAndAJitterDrawThatDependsOnlyOnSeedAndRank) {
+  using std::chrono::nanoseconds;
+  const auto delays = [](std::uint64_t seed, int rank, double jitter, double factor, int n) {
+    std::vector<std::int64_t> got;
+    SimCompute compute(
+        [&got](nanoseconds delay, std::function<void()> done) {
+          got.push_back(delay.count());
+          done();
+        },
+        seed, rank, jitter);
+    compute.factor = factor;
+    int numeric = 0, finished = 0;
+    for (int i = 0; i < n; ++i) {
+      compute.run({.profiled = nanoseconds(1'000'000), .numeric = [&numeric] { ++numeric; }},
+                  [&finished] { ++finished; });
+    }
+    EXPECT_EQ(numeric, n);  // the real math runs, once per work item
+    EXPECT_EQ(finished, n);
+    return got;
+  };
+  EXPECT_EQ(delays(1, 0, 0, 1.0, 3), std::vector<std::int64_t>(3, 1'000'000));
+  EXPECT_EQ(delays(1, 0, 0, 3.0, 2), std::vector<std::int64_t>(2, 3'000'000));
+
+  const auto a = delays(7, 2, 0.25, 2.0, 400);
+  EXPECT_EQ(a, delays(7, 2, 0.25, 2.0, 400));  // reproducible
+  EXPECT_NE(a, delays(7, 3, 0.25, 2.0, 400));  // each rank its own draws
+  EXPECT_NE(a, delays(8, 2, 0.25, 2.0, 400));  // and each seed
+  const auto [low, high] = std::minmax_element(a.begin(), a.end());
+  EXPECT_GE(*low, 1'500'000);  // 2 ms x [0.75, 1.25]
+  EXPECT_LE(*high, 2'500'000);
+  EXPECT_LT(*low, 1'550'000);  // and it spans the range
+  EXPECT_GT(*high, 2'450'000);
+}
+
 TEST(EventQueue, HandlerCallsAndTasksRunInOneOrder) {
   EventQueue q;
   std::vector<std::pair<std::int64_t, std::uint64_t>> ran;  // (time, event number)
