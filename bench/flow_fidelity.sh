@@ -4,8 +4,12 @@
 # value, each variants arm), then one table of mean |per-step difference|, wall-time speedup and
 # what ns-3 lost (dropped packets, retransmission timeouts: where the fluid model, which has no
 # loss, is expected to be optimistic).
-#   bench/flow_fidelity.sh [BUILD_DIR] [--out DIR] [SCENARIO ...]   (./kf bench flow_fidelity)
+#   bench/flow_fidelity.sh [BUILD_DIR] [--out DIR] [--set KEY=VALUE ...] [SCENARIO ...]
+#                                                                     (./kf bench flow_fidelity)
 # SCENARIO: a name in scenarios/ without .yaml (default: all but the flow-only scale-1024).
+# --set: one more `kfsim --set` for both worlds of every run (repeatable): the same table under
+# another setting, e.g. --set topology.link.queue=2000 (switch queues deep enough that ns-3
+# drops nothing).
 # Writes DIR/flow_fidelity.csv and DIR/flow_fidelity.md (DIR: out/flow_fidelity); exit 1 when a
 # run fails, 2 on bad arguments. Reported, not asserted: a cell outside 10% does not fail it.
 # About 6 minutes on the 2-core development machine (the sum of the scenarios' compare runs).
@@ -18,10 +22,13 @@ if [[ $# -gt 0 && -d "$1" ]]; then
 fi
 out="$here/out/flow_fidelity"
 names=()
+sets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) [[ $# -ge 2 ]] || { echo "flow_fidelity: --out needs a directory" >&2; exit 2; }
       out="$2"; shift ;;
+    --set) [[ $# -ge 2 && "$2" == *=* ]] || { echo "flow_fidelity: --set needs KEY=VALUE" >&2; exit 2; }
+      sets+=(--set "$2"); shift ;;
     -*) echo "flow_fidelity: unknown option '$1'" >&2; exit 2 ;;
     *) [[ -f "$here/scenarios/$1.yaml" ]] || {
          echo "flow_fidelity: no scenario scenarios/$1.yaml" >&2; exit 2; }
@@ -44,7 +51,7 @@ failed=0
 for n in "${names[@]}"; do
   echo "== $n"
   start=$SECONDS
-  if ! "$kfsim" "$here/scenarios/$n.yaml" --compare ns3,flow --quiet --out "$out/$n" \
+  if ! "$kfsim" "$here/scenarios/$n.yaml" --compare ns3,flow --quiet --out "$out/$n" ${sets[@]+"${sets[@]}"} \
       >"$out/$n.log" 2>&1; then
     echo "   FAILED (exit $?): $out/$n.log"
     failed=1
