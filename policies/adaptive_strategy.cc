@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "topology/forest.h"
@@ -11,8 +12,10 @@ namespace kf {
 AdaptiveStrategy::AdaptiveStrategy(AdaptiveStrategyOptions options)
     : options_(std::move(options)), detector_(options_.detection) {
   if (options_.alternative == AdaptiveStrategyOptions::Alternative::fallback && !options_.fallback)
-    throw std::invalid_argument("adaptive_strategy: alternative 'fallback' needs a fallback strategy");
-  if (options_.probe_every < 1) throw std::invalid_argument("adaptive_strategy: probe_every must be >= 1");
+    throw std::invalid_argument(
+        "adaptive_strategy: alternative 'fallback' needs a fallback strategy");
+  if (options_.probe_every < 1)
+    throw std::invalid_argument("adaptive_strategy: probe_every must be >= 1");
 }
 
 std::vector<double> AdaptiveStrategy::contribute(const StepMetrics& local,
@@ -25,9 +28,8 @@ std::vector<double> AdaptiveStrategy::contribute(const StepMetrics& local,
     case Phase::switched:
       break;
     case Phase::probing:  // the step just run was on the original: is it back?
-      vote = original_reference_ &&
-                     local.collective_throughput >=
-                         options_.detection.clear_threshold * *original_reference_
+      vote = original_reference_ && local.collective_throughput >=
+                                        options_.detection.clear_threshold * *original_reference_
                  ? 1
                  : 0;
       break;
@@ -37,8 +39,11 @@ std::vector<double> AdaptiveStrategy::contribute(const StepMetrics& local,
     // Row `rank` of the latency matrix; the allreduce's sum assembles the whole matrix.
     const auto n = static_cast<std::size_t>(state.cluster_size);
     out.resize(1 + n * n, 0.0);
-    for (std::size_t p = 0; p < n && p < local.latency_seconds.size(); ++p)
-      out[1 + static_cast<std::size_t>(state.rank) * n + p] = local.latency_seconds[p];
+    const std::size_t row = 1 + static_cast<std::size_t>(state.rank) * n;
+    std::fill_n(out.begin() + static_cast<std::ptrdiff_t>(row), n, -1.0);  // < 0: not measured
+    for (const auto& [peer, seconds] : local.latency_seconds) {
+      if (static_cast<std::size_t>(peer) < n) out[row + static_cast<std::size_t>(peer)] = seconds;
+    }
   }
   return out;
 }

@@ -31,8 +31,6 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
     throw std::invalid_argument("engine: timeout must be positive");
   }
   set_strategy(shared_strategy(options_.strategy, cluster_.host_of()));
-  egress_bytes_ = PeerBytes(static_cast<std::size_t>(cluster_.size()));
-  ingress_bytes_ = PeerBytes(static_cast<std::size_t>(cluster_.size()));
   transport_.set_handlers({
       .on_message = [this](int source, Message&& m) { on_message(source, std::move(m)); },
       .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },

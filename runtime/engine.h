@@ -74,8 +74,8 @@ class Engine {
   Payload payload_of(Operation& op, ConstBufferView data);
 
   // Bytes this peer sent to / received from each rank (payloads), for monitoring.
-  const std::vector<std::uint64_t>& egress_bytes() const { return egress_bytes_.totals(); }
-  const std::vector<std::uint64_t>& ingress_bytes() const { return ingress_bytes_.totals(); }
+  const PeerValues<std::uint64_t>& egress_bytes() const { return egress_bytes_.totals(); }
+  const PeerValues<std::uint64_t>& ingress_bytes() const { return ingress_bytes_.totals(); }
   // Messages from an older cluster version, dropped on arrival.
   std::uint64_t stale_messages() const { return stale_messages_; }
 

@@ -1,18 +1,10 @@
 #include "runtime/monitor.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "runtime/engine.h"
 
 namespace kf {
-
-double StepMetrics::egress_total_bps() const {
-  return std::accumulate(egress_bps.begin(), egress_bps.end(), 0.0);
-}
-double StepMetrics::ingress_total_bps() const {
-  return std::accumulate(ingress_bps.begin(), ingress_bps.end(), 0.0);
-}
 
 void Monitor::begin_step(std::int64_t step, TimePoint now, const Engine& engine) {
   step_ = step;
@@ -23,8 +15,7 @@ void Monitor::begin_step(std::int64_t step, TimePoint now, const Engine& engine)
   last_end_.reset();
   step_by_strategy_.clear();
   step_bytes_ = 0;
-  if (latency_seconds_.size() != static_cast<std::size_t>(engine.size()))
-    reset_latencies(engine.size());
+  if (cluster_size_ != engine.size()) reset_latencies(engine.size());
 }
 
 void Monitor::collective_done(const std::string& strategy, std::size_t bytes, TimePoint begin,
@@ -41,12 +32,12 @@ void Monitor::collective_done(const std::string& strategy, std::size_t bytes, Ti
 }
 
 void Monitor::set_latency(int peer, Duration round_trip) {
-  if (peer >= 0 && static_cast<std::size_t>(peer) < latency_seconds_.size())
-    latency_seconds_[static_cast<std::size_t>(peer)] = to_seconds(round_trip);
+  if (peer >= 0 && peer < cluster_size_) latency_seconds_.set(peer, to_seconds(round_trip));
 }
 
 void Monitor::reset_latencies(int cluster_size) {
-  latency_seconds_.assign(static_cast<std::size_t>(cluster_size), -1.0);
+  cluster_size_ = cluster_size;
+  latency_seconds_.clear();
 }
 
 StepMetrics Monitor::end_step(TimePoint compute_end, TimePoint now, const Engine& engine,
@@ -74,14 +65,12 @@ StepMetrics Monitor::end_step(TimePoint compute_end, TimePoint now, const Engine
     total.span_seconds += to_seconds(entry.second.second - entry.second.first);
   }
   m.strategies = strategies_;
-  const auto rates = [&](const std::vector<std::uint64_t>& now_bytes,
-                         const std::vector<std::uint64_t>& then) {
-    std::vector<double> out(now_bytes.size(), 0.0);
-    if (m.step_seconds <= 0) return out;
-    for (std::size_t p = 0; p < now_bytes.size(); ++p) {
-      const std::uint64_t before = p < then.size() ? then[p] : 0;
-      out[p] =
-          8.0 * static_cast<double>(now_bytes[p] - std::min(now_bytes[p], before)) / m.step_seconds;
+  const auto rates = [&](const PeerValues<std::uint64_t>& now_bytes,
+                         const PeerValues<std::uint64_t>& then) {
+    PeerValues<double> out;
+    for (const auto& [peer, bytes] : now_bytes) {
+      const std::uint64_t sent = bytes - std::min(bytes, then.get(peer));
+      out.set(peer, m.step_seconds > 0 ? 8.0 * static_cast<double>(sent) / m.step_seconds : 0.0);
     }
     return out;
   };

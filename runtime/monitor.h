@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/peer_values.h"
 #include "runtime/time.h"
 
 namespace kf {
@@ -44,13 +45,15 @@ struct StepMetrics {
   double collective_throughput = 0;                  // bytes / span (B/s)
   std::map<std::string, StrategyTotals> strategies;  // since the start of training
 
-  std::vector<double> egress_bps;        // per peer rank, bits/s over this step
-  std::vector<double> ingress_bps;       // per peer rank
-  std::vector<double> latency_seconds;   // per peer rank, last round trip; < 0: not measured
+  // Per peer rank, for the peers this worker has exchanged payload bytes with (since its engine
+  // was made; 0 for those it did not this step): bits/s over this step.
+  PeerValues<double> egress_bps;
+  PeerValues<double> ingress_bps;
+  PeerValues<double> latency_seconds;    // last round trip, per peer measured so far
   std::map<std::string, double> values;  // other monitors (gradient noise scale, variance, ...)
 
-  double egress_total_bps() const;
-  double ingress_total_bps() const;
+  double egress_total_bps() const { return egress_bps.sum(); }
+  double ingress_total_bps() const { return ingress_bps.sum(); }
 };
 
 class Monitor {
@@ -73,14 +76,15 @@ class Monitor {
  private:
   std::int64_t step_ = 0;
   TimePoint begin_;
-  std::vector<std::uint64_t> egress0_, ingress0_;
+  PeerValues<std::uint64_t> egress0_, ingress0_;
   std::optional<TimePoint> first_begin_, last_end_;
   std::optional<TimePoint> previous_step_end_;
   std::map<std::string, std::pair<std::uint64_t, std::pair<TimePoint, TimePoint>>>
       step_by_strategy_;
   std::uint64_t step_bytes_ = 0;
   std::map<std::string, StrategyTotals> strategies_;
-  std::vector<double> latency_seconds_;
+  int cluster_size_ = 0;  // latencies are kept for ranks below it
+  PeerValues<double> latency_seconds_;
   std::map<std::string, double> values_;
 };
 

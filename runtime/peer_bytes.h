@@ -1,21 +1,18 @@
 // PeerBytes: bytes exchanged with each peer, for monitoring. Collectives talk to few peers in a
 // row (a ring: one each way), so the current peer's running sum is kept inline and folded into
-// the per-peer totals only when the peer changes or the totals are read. With 1,024 simulated
-// workers in one process the totals are 8 KiB per engine, and touching them on every message
-// missed the cache every time.
+// the per-peer totals only when the peer changes or the totals are read: touching the totals on
+// every message missed the cache every time with 1,024 simulated workers in one process. The
+// totals hold only the peers that bytes went to (PeerValues), not one slot per worker.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <vector>
+
+#include "runtime/peer_values.h"
 
 namespace kf {
 
 class PeerBytes {
  public:
-  explicit PeerBytes(std::size_t peers = 0) : totals_(peers, 0) {}
-
-  // `peer` must be below the size given at construction.
   void add(int peer, std::uint64_t bytes) {
     if (peer != current_) {
       fold();
@@ -23,14 +20,14 @@ class PeerBytes {
     }
     pending_ += bytes;
   }
-  const std::vector<std::uint64_t>& totals() const {
+  const PeerValues<std::uint64_t>& totals() const {
     fold();
     return totals_;
   }
 
  private:
   void fold() const {
-    if (current_ >= 0) totals_[static_cast<std::size_t>(current_)] += pending_;
+    if (current_ >= 0 && pending_ > 0) totals_[current_] += pending_;
     pending_ = 0;
   }
 
@@ -38,7 +35,7 @@ class PeerBytes {
   // add() reads only it and current_.
   mutable std::uint64_t pending_ = 0;
   int current_ = -1;
-  mutable std::vector<std::uint64_t> totals_;
+  mutable PeerValues<std::uint64_t> totals_;
 };
 
 }  // namespace kf

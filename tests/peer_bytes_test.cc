@@ -9,8 +9,8 @@ namespace kf {
 namespace {
 
 TEST(PeerBytes, TotalsAreExactWhateverTheOrderOfPeersAndReads) {
-  PeerBytes counted(5);
-  std::vector<std::uint64_t> expected(5, 0);
+  PeerBytes counted;
+  PeerValues<std::uint64_t> expected;
   std::mt19937 rng(3);
   for (int i = 0; i < 2000; ++i) {
     // Runs of one peer (as a ring sends) mixed with switches and reads in between.
@@ -18,7 +18,7 @@ TEST(PeerBytes, TotalsAreExactWhateverTheOrderOfPeersAndReads) {
     for (int k = static_cast<int>(rng() % 4); k >= 0; --k) {
       const std::uint64_t bytes = rng() % 1000;
       counted.add(peer, bytes);
-      expected[static_cast<std::size_t>(peer)] += bytes;
+      if (bytes > 0) expected[peer] += bytes;
     }
     if (rng() % 7 == 0) {
       ASSERT_EQ(counted.totals(), expected) << "after " << i;
@@ -28,9 +28,28 @@ TEST(PeerBytes, TotalsAreExactWhateverTheOrderOfPeersAndReads) {
   EXPECT_EQ(counted.totals(), expected);  // reading twice does not count twice
 }
 
-TEST(PeerBytes, StartsAtZero) {
-  EXPECT_EQ(PeerBytes(3).totals(), std::vector<std::uint64_t>(3, 0));
-  EXPECT_TRUE(PeerBytes().totals().empty());
+TEST(PeerBytes, NamesOnlyPeersThatBytesWentTo) {
+  PeerBytes counted;
+  EXPECT_TRUE(counted.totals().empty());
+  counted.add(4, 0);
+  counted.add(2000, 7);
+  counted.add(4, 0);
+  EXPECT_EQ(counted.totals(), (PeerValues<std::uint64_t>{{2000, 7}}));
+}
+
+TEST(PeerValues, KeepsPeersInOrderAndAnswersForMissingOnes) {
+  PeerValues<double> v{{5, 1.5}, {1, 2.0}, {3, 0.5}, {1, 4.0}};
+  std::vector<int> peers;
+  for (const auto& [peer, value] : v)
+    peers.push_back(peer);
+  EXPECT_EQ(peers, (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(v.get(1), 4.0);  // the last value given
+  EXPECT_EQ(v.get(2), 0.0);
+  EXPECT_EQ(v.get(2, -1.0), -1.0);
+  EXPECT_EQ(v.sum(), 6.0);
+  v[2] += 1.0;
+  EXPECT_EQ(v.size(), 4u);
+  EXPECT_EQ(v.get(2), 1.0);
 }
 
 }  // namespace

@@ -271,22 +271,22 @@ std::string read_file_text(const std::string& path) {
 }
 
 // The recorder keeps per-peer metrics sparsely: only peers that carried traffic or were probed
-// reach peers.csv, the totals in steps.csv are over every peer, and steps() holds no n-long
-// vectors.
+// reach peers.csv (a peer named with nothing this step is left out), the totals in steps.csv are
+// over every peer, and steps() keeps none of them.
 TEST(RunRecorder, KeepsPerPeerMetricsSparselyAndWritesThem) {
   RunRecorder recorder;
   StepRecord r{.rank = 1, .step = 3, .samples = 32, .strategy = "RING", .cluster_size = 4};
   r.begin = TimePoint(std::chrono::milliseconds(10));
   r.compute_end = TimePoint(std::chrono::milliseconds(15));
   r.end = TimePoint(std::chrono::milliseconds(20));
-  r.metrics.egress_bps = {0, 0, 800, 0};
-  r.metrics.ingress_bps = {100, 0, 0, 0};
-  r.metrics.latency_seconds = {-1, -1, -1, 0.25};
+  r.metrics.egress_bps = {{2, 800}, {1, 0}};  // peer 1: bytes in an earlier step, none in this
+  r.metrics.ingress_bps = {{0, 100}, {1, 0}};
+  r.metrics.latency_seconds = {{3, 0.25}};
   recorder.step_finished(r);
 
   ASSERT_EQ(recorder.steps().size(), 1u);
   EXPECT_TRUE(recorder.steps()[0].metrics.egress_bps.empty());
-  EXPECT_EQ(recorder.steps()[0].metrics.egress_bps.capacity(), 0u);
+  EXPECT_TRUE(recorder.steps()[0].metrics.latency_seconds.empty());
   const auto& peers = recorder.peer_samples().at(0);
   EXPECT_EQ(peers.egress_total_bps, 800);
   EXPECT_EQ(peers.ingress_total_bps, 100);

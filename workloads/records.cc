@@ -59,20 +59,28 @@ void RunRecorder::step_finished(const StepRecord& record) {
   const StepMetrics& m = record.metrics;
   StepPeers peers{.egress_total_bps = m.egress_total_bps(),
                   .ingress_total_bps = m.ingress_total_bps()};
-  for (double l : m.latency_seconds)
-    peers.max_latency_seconds = std::max(peers.max_latency_seconds, l);
-  for (std::size_t p = 0; p < m.egress_bps.size(); ++p) {
-    const double latency = p < m.latency_seconds.size() ? m.latency_seconds[p] : -1.0;
-    const double ingress = p < m.ingress_bps.size() ? m.ingress_bps[p] : 0.0;
-    if (m.egress_bps[p] == 0 && ingress == 0 && latency < 0) continue;
-    peers.peers.push_back({static_cast<int>(p), m.egress_bps[p], ingress, latency});
+  for (const auto& [peer, seconds] : m.latency_seconds)
+    peers.max_latency_seconds = std::max(peers.max_latency_seconds, seconds);
+  // Every peer named by any of the three, in rank order; those with nothing this step left out.
+  std::vector<int> named;
+  for (const auto* values : {&m.egress_bps, &m.ingress_bps, &m.latency_seconds}) {
+    for (const auto& entry : *values)
+      named.push_back(entry.peer);
+  }
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  for (const int p : named) {
+    const double egress = m.egress_bps.get(p), ingress = m.ingress_bps.get(p);
+    const double latency = m.latency_seconds.get(p, -1.0);
+    if (egress == 0 && ingress == 0 && latency < 0) continue;
+    peers.peers.push_back({p, egress, ingress, latency});
   }
   step_peers_.push_back(std::move(peers));
   StepRecord& kept = steps_.emplace_back(record);
-  // Freed, not just cleared (`= {}` would keep the capacity).
-  kept.metrics.egress_bps = std::vector<double>();
-  kept.metrics.ingress_bps = std::vector<double>();
-  kept.metrics.latency_seconds = std::vector<double>();
+  // Freed, not just cleared (`clear()` would keep the capacity).
+  kept.metrics.egress_bps = {};
+  kept.metrics.ingress_bps = {};
+  kept.metrics.latency_seconds = {};
   if (on_step_finished) on_step_finished(record);
 }
 

@@ -55,9 +55,9 @@ class RunRecorder final : public TrainingObserver {
   std::function<void(const StepRecord&)> on_step_finished;
   std::function<void(int rank, const Status&, TimePoint at)> on_worker_finished;
 
-  // The steps as recorded, except that the per-peer vectors of their metrics (egress_bps,
-  // ingress_bps, latency_seconds) are left empty: kept densely they cost n doubles each per worker
-  // per step, gigabytes over a long run of a thousand workers. peer_samples() has them.
+  // The steps as recorded, except that the per-peer values of their metrics (egress_bps,
+  // ingress_bps, latency_seconds) are left empty: a star's root has n of each per step, gigabytes
+  // over a long run of a thousand workers. peer_samples() has them.
   const std::vector<StepRecord>& steps() const { return steps_; }
   struct PeerSample {
     int peer;

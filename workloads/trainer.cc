@@ -41,7 +41,6 @@ void Trainer::build_engine(const ClusterSpec& cluster, int rank, Transport* tran
     transport = world_.membership ? &world_.membership->transport(cluster, rank) : world_.transport;
   }
   engine_ = std::make_unique<Engine>(cluster, rank, world_.executor, *transport, options_.engine);
-  host_of_ = cluster.host_of();
   monitor_.reset_latencies(cluster.size());
 }
 
@@ -52,7 +51,7 @@ TrainingState Trainer::state() const {
           .rank = engine_->rank(),
           .cluster_size = engine_->size(),
           .max_cluster_size = world_.membership ? world_.membership->capacity() : engine_->size(),
-          .host_of = host_of_,
+          .host_of = engine_->cluster().host_of(),
           .strategy = engine_->strategy()->strategy().name,
           .configured_strategy = options_.engine.strategy,
           .batch_per_worker = batch_per_worker_,
@@ -208,8 +207,8 @@ void Trainer::apply(std::vector<Action> actions) {
         Overloaded{
             [&](const SwitchStrategy& a) {
               const std::string from = engine_->strategy()->strategy().name;
-              Strategy next =
-                  a.name ? make_strategy(*a.name, host_of_) : strategy_from_forest(a.forest);
+              Strategy next = a.name ? make_strategy(*a.name, engine_->cluster().host_of())
+                                     : strategy_from_forest(a.forest);
               next.name = a.label;
               engine_->set_strategy(std::move(next));
               observer_.adapted(rank, step_, "switch", fmt::format("{} -> {}", from, a.label), now);

@@ -130,9 +130,6 @@ class Trainer {
   PolicyRunner policies_;
   TrainingObserver& observer_;
   std::unique_ptr<Engine> engine_;
-  // The engine's cluster's host_of(), asked for at every policy hook: computing it is O(n log n)
-  // string compares, which at a thousand simulated workers dominated a step.
-  std::vector<int> host_of_;
   Monitor monitor_;
   std::unique_ptr<StepProgram> program_;
   std::int64_t step_ = 0;
