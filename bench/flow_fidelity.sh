@@ -59,7 +59,7 @@ for n in "${names[@]}"; do
   echo "   $((SECONDS - start)) s"
 done
 
-python3 - "$out" "${names[@]}" <<'PY'
+KF_FIDELITY_SETS="${sets[*]+${sets[*]}}" python3 - "$out" "${names[@]}" <<'PY'
 import csv, json, os, sys
 
 out, names = sys.argv[1], sys.argv[2:]
@@ -123,6 +123,8 @@ for r in rows:
                  f"{r['flow_median_step_s']:.4f} | {r['mean_abs_pct']:.2f}{mark} | {r['max_abs_pct']:.2f} | "
                  f"x{r['speedup']:.0f} | {r['ns3_dropped_packets']} | {r['ns3_retransmission_timeouts']} |")
 lines += ["", f"Within 10% of ns-3: {within} of {len(rows)} cells; at least 100x faster: {fast} of {len(rows)}."]
+if os.environ.get("KF_FIDELITY_SETS"):  # a table under another setting says so
+    lines += ["", f"Every run with: {os.environ['KF_FIDELITY_SETS']}"]
 with open(os.path.join(out, "flow_fidelity.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("\n".join(lines))
