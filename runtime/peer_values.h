@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <initializer_list>
-#include <span>
 #include <vector>
 
 namespace kf {
@@ -47,7 +46,6 @@ class PeerValues {
   bool empty() const { return entries_.empty(); }
   auto begin() const { return entries_.begin(); }
   auto end() const { return entries_.end(); }
-  std::span<const Entry> entries() const { return entries_; }
   T sum() const {
     T total{};
     for (const Entry& e : entries_)
