@@ -71,13 +71,31 @@ void print_summary(const nlohmann::json& s, const nlohmann::json& perf, const st
     fmt::print("\n  {:<34} {:>10} {:>10} {:>10} {:>8}\n", "event (samples/s)", "before", "during",
                "after", "during/");
     fmt::print("  {:<34} {:>10} {:>10} {:>10} {:>8}\n", "", "", "", "", "before");
+    // A window without steps (an event that lasts to the end has no "after") has no rate.
+    const auto rate = [](const nlohmann::json& window) {
+      return window.value("steps", 0) > 0
+                 ? fmt::format("{:.1f}", window["samples_per_s"].get<double>())
+                 : std::string("-");
+    };
     for (const auto& e : s["events"]) {
       const auto ratio = e["during_over_before"];
-      fmt::print("  {:<34} {:>10.1f} {:>10.1f} {:>10.1f} {:>8}\n", e["label"].get<std::string>(),
-                 e["before"]["samples_per_s"].get<double>(),
-                 e["during"]["samples_per_s"].get<double>(),
-                 e["after"]["samples_per_s"].get<double>(),
+      fmt::print("  {:<34} {:>10} {:>10} {:>10} {:>8}\n", e["label"].get<std::string>(),
+                 rate(e["before"]), rate(e["during"]), rate(e["after"]),
                  ratio.is_null() ? std::string("-") : fmt::format("{:.2f}", ratio.get<double>()));
+      // What a policy did about it: the point of an adaptive run.
+      if (const auto a = e.find("adaptation"); a != e.end() && a->is_object()) {
+        std::string line =
+            fmt::format("    adapted at step {} ({} steps in): {} {}", a->value("step", -1),
+                        a->value("steps_from_start", -1), a->value("kind", std::string("?")),
+                        a->value("detail", std::string()));
+        if (const auto r = a->find("recovered"); r != a->end() && r->value("steps", 0) > 0) {
+          line += fmt::format(", then {:.1f} samples/s", (*r)["samples_per_s"].get<double>());
+          if (const auto over = a->find("recovered_over_before");
+              over != a->end() && over->is_number())
+            line += fmt::format(" ({:.2f} of before)", over->get<double>());
+        }
+        fmt::print("{}\n", line);
+      }
     }
   }
   for (const auto& err : s["errors"])

@@ -132,5 +132,17 @@ else
   failures=$((failures + 1))
 fi
 
-echo "$((13 - failures)) passed, $failures failed"
+# The summary names what the policy did about an event, and an event lasting to the end has no
+# "after" rate (the flagship, in the flow world: contention from step 30, a switch soon after).
+flagship="$(dirname "$0")/../scenarios/contention.yaml"
+if "$kfsim" "$flagship" --world flow --out "$work/flagship" >"$work/flagship.txt" 2>&1 &&
+   grep -Eq "^    adapted at step [0-9]+ \([0-9]+ steps in\): switch STAR -> STAR@1, then [0-9.]+ samples/s \([0-9.]+ of before\)" "$work/flagship.txt" &&
+   grep -Eq "^  contention#1 \(line [0-9]+\) +[0-9.]+ +[0-9.]+ +- +[0-9.]+$" "$work/flagship.txt"; then
+  echo "ok   the summary shows the adaptation and no rate for an empty window"
+else
+  echo "FAIL summary of an adaptive run"; cat "$work/flagship.txt"
+  failures=$((failures + 1))
+fi
+
+echo "$((14 - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
