@@ -98,6 +98,16 @@ void print_summary(const nlohmann::json& s, const nlohmann::json& perf, const st
       }
     }
   }
+  // Every policy action of the run, the first few of them (a resize is otherwise invisible here).
+  if (const auto& all = s["adaptations"]; !all.empty()) {
+    constexpr std::size_t kShown = 8;
+    fmt::print("\n  adaptations ({})\n", all.size());
+    for (std::size_t i = 0; i < all.size() && i < kShown; ++i) {
+      fmt::print("    step {:>5}  {:<8} {}\n", all[i].value("step", std::int64_t{-1}),
+                 all[i].value("kind", std::string("?")), all[i].value("detail", std::string()));
+    }
+    if (all.size() > kShown) fmt::print("    ... {} more in summary.json\n", all.size() - kShown);
+  }
   for (const auto& err : s["errors"])
     fmt::print("  error: {}\n", err.get<std::string>());
   fmt::print("\n  wall {:.1f} s   {:.0f} simulator events/s   {:.3f} simulated s per wall s\n",

@@ -144,5 +144,17 @@ else
   failures=$((failures + 1))
 fi
 
-echo "$((14 - failures)) passed, $failures failed"
+# ... and lists the run's policy actions (elastic.yaml grows 2 -> 5 workers, then shrinks to 4).
+if "$kfsim" "$(dirname "$0")/../scenarios/elastic.yaml" --world flow --out "$work/elastic" \
+     >"$work/elastic.txt" 2>&1 &&
+   grep -Eq "^  adaptations \(4\)$" "$work/elastic.txt" &&
+   grep -Eq "^    step +8  resize +2 -> 3 workers" "$work/elastic.txt" &&
+   grep -Eq "^    step +32  resize +5 -> 4 workers" "$work/elastic.txt"; then
+  echo "ok   the summary lists the policy's actions"
+else
+  echo "FAIL summary of an elastic run"; cat "$work/elastic.txt"
+  failures=$((failures + 1))
+fi
+
+echo "$((15 - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
