@@ -30,15 +30,14 @@ class PeerValues {
 
   // The value of `peer`, made (as T{}) if it has none yet.
   T& operator[](int peer) {
-    const auto it = lower_bound(peer);
+    const auto it = first_not_before(entries_, peer);
     if (it != entries_.end() && it->peer == peer) return it->value;
     return entries_.insert(it, Entry{peer, T{}})->value;
   }
   void set(int peer, T value) { (*this)[peer] = value; }
   // The value of `peer`, or `missing` if it has none.
   T get(int peer, T missing = T{}) const {
-    const auto it = std::lower_bound(entries_.begin(), entries_.end(), peer,
-                                     [](const Entry& e, int p) { return e.peer < p; });
+    const auto it = first_not_before(entries_, peer);
     return it != entries_.end() && it->peer == peer ? it->value : missing;
   }
 
@@ -57,8 +56,10 @@ class PeerValues {
   bool operator==(const PeerValues&) const = default;
 
  private:
-  typename std::vector<Entry>::iterator lower_bound(int peer) {
-    return std::lower_bound(entries_.begin(), entries_.end(), peer,
+  // The first entry whose peer is not below `peer` (const or not, as `entries` is).
+  template <typename Entries>
+  static auto first_not_before(Entries& entries, int peer) {
+    return std::lower_bound(entries.begin(), entries.end(), peer,
                             [](const Entry& e, int p) { return e.peer < p; });
   }
 
