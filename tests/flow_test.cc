@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <random>
 #include <sstream>
@@ -475,6 +476,73 @@ TEST(FlowWorld, MessagesOfOnePairArriveInOrder) {
   ASSERT_EQ(order.size(), 50u);
   for (std::uint32_t i = 0; i < 50; ++i)
     EXPECT_EQ(order[i], i);
+}
+
+// ---- shaped links: a fluid token bucket ----
+
+// Sends one message of each payload size from w0 to w1 (the first at 0, each after the previous
+// arrived plus `idle`) over a 2-host star; returns each message's time in flight.
+// `bandwidth_change` is first given to w0's link, as a link-change event would.
+std::vector<double> shaped_transfers(const LinkSpec& link, const std::vector<std::size_t>& sizes,
+                                     std::chrono::nanoseconds idle,
+                                     std::optional<double> bandwidth_change = std::nullopt) {
+  FlowWorld world(star_topology(2, 1, link, link));
+  if (bandwidth_change) world.set_link("w0-switch", bandwidth_change, std::nullopt);
+  std::vector<double> took;
+  TimePoint sent_at{};
+  std::size_t next = 0;
+  std::function<void()> send_next = [&] {
+    sent_at = world.now();
+    Message m;
+    m.header.name = "x";
+    m.payload = Payload::phantom(sizes[next++]);
+    world.transport(0).send(1, std::move(m));
+  };
+  world.transport(1).set_handlers({.on_message = [&](int, Message) {
+    took.push_back(to_seconds(world.now() - sent_at));
+    if (next < sizes.size()) world.executor().post_after(idle, send_next);
+  }});
+  world.executor().post(send_next);
+  world.run();
+  return took;
+}
+
+TEST(FlowWorld, AShapedLinkBurstsItsBucketAtTheLineRateThenHoldsItsRate) {
+  const LinkSpec plain{.bandwidth_bps = 1e9, .latency = 10us, .mtu = 1500, .queue_packets = 100};
+  LinkSpec shaped = plain;
+  shaped.burst_bytes = 256 << 10;
+  shaped.line_rate_bps = 40e9;
+  const double efficiency = 1448.0 / 1502;
+  const double rate = 1e9 / 8 * efficiency, line = 40e9 / 8 * efficiency;
+  const double depth = (256 << 10) * efficiency;
+  const double fixed = 40e-6 + 20e-6 + 1502 * 8 / 1e9;  // handshake, latency, store and forward
+  const double handshake = 40e-6;
+
+  // 20 MB from idle: line rate until the bucket is spent (it drains at line - rate), then rate.
+  const double big = 40 + 1 + 20e6;
+  const double burst_s = depth / (line - rate);
+  const auto cold = shaped_transfers(shaped, {20'000'000}, 0ns);
+  ASSERT_EQ(cold.size(), 1u);
+  EXPECT_NEAR(cold[0], fixed + burst_s + (big - line * burst_s) / rate, 1e-6);
+  EXPECT_NEAR(shaped_transfers(plain, {20'000'000}, 0ns)[0], fixed + big / rate, 1e-6);
+  // A link change sets w0's bucket's rate to half, not its wire's: that bucket, draining faster,
+  // runs out first, and the rest goes at the new rate.
+  const double half_burst_s = depth / (line - rate / 2);
+  EXPECT_NEAR(shaped_transfers(shaped, {20'000'000}, 0ns, 0.5e9)[0],
+              fixed + half_burst_s + (big - line * half_burst_s) / (rate / 2), 1e-6);
+
+  // 200 KB fit in the bucket: at the line rate, where a plain wire takes 1.66 ms. Right after a
+  // bulk transfer (no idle) the bucket is empty and they take as long as on the plain wire;
+  // 10 ms of idle refill it (2.1 ms would do). The connection is open by then: no handshake.
+  const double small = 40 + 1 + 200e3;
+  const auto runs = shaped_transfers(shaped, {20'000'000, 200'000, 200'000}, 0ns);
+  ASSERT_EQ(runs.size(), 3u);
+  // (The bucket refills for the 32 us the last bytes take to arrive: a few KB at line rate.)
+  EXPECT_NEAR(runs[1], fixed - handshake + small / rate, 0.03 * small / rate);
+  EXPECT_NEAR(runs[2], fixed - handshake + small / rate, 0.03 * small / rate);
+  const auto rested = shaped_transfers(shaped, {20'000'000, 200'000}, 10ms);
+  ASSERT_EQ(rested.size(), 2u);
+  EXPECT_NEAR(rested[1], fixed - handshake + small / line, 1e-6);
 }
 
 // ---- whole scenarios ----

@@ -287,7 +287,8 @@ TEST(ScenarioErrors, UnknownKeys) {
   expect_error(
       [] { load_scenario(kData + "bad_unknown_key.yaml"); },
       {kData + "bad_unknown_key.yaml", 5, 5,
-       "unknown key 'bandwdith' in topology.link (known: bandwidth, latency, mtu, queue)"});
+       "unknown key 'bandwdith' in topology.link (known: bandwidth, latency, mtu, queue, burst, "
+       "line_rate)"});
   // The whole what(): FILE:LINE:COL: message.
   try {
     parse_scenario("steps: 1\ntopology:\n  hosts: 4\n  link: {bandwdith: 1Gbps}\n", "x.yaml");
@@ -295,7 +296,7 @@ TEST(ScenarioErrors, UnknownKeys) {
   } catch (const ScenarioError& e) {
     EXPECT_STREQ(e.what(),
                  "x.yaml:4:10: unknown key 'bandwdith' in topology.link (known: bandwidth, "
-                 "latency, mtu, queue)");
+                 "latency, mtu, queue, burst, line_rate)");
   }
   expect_parse_error(kBase + "steps: 4\n", 3, 1, "duplicate key 'steps' at top level");
   expect_parse_error(kBase + "workload: {modle: vgg16}\n", 3, 12,
@@ -331,6 +332,32 @@ TEST(ScenarioErrors, Units) {
                      "events[0].fail.at: '20' has no unit; write e.g. 5us");
   expect_parse_error(kBase + "events:\n  - fail: {worker: 1, at: {step: -2}}\n", 4, 34,
                      "events[0].fail.at.step: must be at least 0, got -2");
+}
+
+TEST(Scenario, ShapedLinkIsATokenBucketOverAFasterWire) {
+  const Scenario s = parse_scenario(
+      "steps: 1\ntopology:\n  hosts: 2\n"
+      "  link: {bandwidth: 1Gbps, mtu: 1500, burst: 256KiB, line_rate: 40Gbps}\n",
+      "s.yaml");
+  EXPECT_TRUE(s.topology.link.shaped());
+  EXPECT_EQ(s.topology.link.burst_bytes, 256u << 10);
+  EXPECT_DOUBLE_EQ(s.topology.link.line_rate_bps, 40e9);
+  EXPECT_DOUBLE_EQ(s.topology.link.bandwidth_bps, 1e9);
+  EXPECT_FALSE(parse_scenario("steps: 1\ntopology: {hosts: 2}\n", "s.yaml").topology.link.shaped());
+}
+
+TEST(ScenarioErrors, ShapedLinks) {
+  expect_parse_error("steps: 1\ntopology:\n  hosts: 2\n  link: {burst: 256KiB}\n", 4, 9,
+                     "topology.link: a shaped link needs both 'burst' and 'line_rate'");
+  expect_parse_error("steps: 1\ntopology:\n  hosts: 2\n  link: {line_rate: 10Gbps}\n", 4, 9,
+                     "topology.link: a shaped link needs both 'burst' and 'line_rate'");
+  expect_parse_error(
+      "steps: 1\ntopology:\n  hosts: 2\n  link: {bandwidth: 10Gbps, burst: 1MiB, line_rate: "
+      "1Gbps}\n",
+      4, 53, "topology.link.line_rate: the wire under a shaper must be at least as fast");
+  expect_parse_error(
+      "steps: 1\ntopology:\n  hosts: 2\n  link: {mtu: 9000, burst: 4KiB, line_rate: 10Gbps}\n", 4,
+      28, "topology.link.burst: burst 4096 B is less than one packet (mtu 9000)");
 }
 
 TEST(ScenarioErrors, WrongTypes) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "harness.h"
@@ -214,6 +215,44 @@ TEST(SimLosses, DropsAreCountedWhereQueuesOverflow) {
   EXPECT_GT(drops_of_bulk_incast(1, false), 0u);
   // Three flows converging on the switch port into w0 overflow it, TSQ or not.
   EXPECT_GT(drops_of_bulk_incast(3, true), 0u);
+}
+
+// ---- shaped links: tc's token bucket over a faster wire ----
+
+// Seconds for `bytes` of bulk data from w1 to w0 over a 2-host star whose links start idle;
+// `bandwidth_change` is first given to w1's link as a link-change event would.
+double bulk_seconds(const LinkSpec& link, std::uint64_t bytes,
+                    std::optional<double> bandwidth_change = std::nullopt) {
+  Ns3World world(star_topology(2, 1, link, link), {.seed = 1, .host_tsq = true});
+  if (bandwidth_change) world.set_link("w1-switch", bandwidth_change, std::nullopt);
+  double seconds = -1;
+  world.executor().post([&] {
+    world.send_bulk("w1", "w0", bytes, [&] {
+      seconds = to_seconds(world.now().time_since_epoch());
+      world.stop();
+    });
+  });
+  world.run();
+  return seconds;
+}
+
+TEST(SimShaper, AFullBucketLeavesAtTheLineRateThenTheBandwidthHolds) {
+  const LinkSpec plain{.bandwidth_bps = 1e9, .latency = 5us, .mtu = 1500, .queue_packets = 1000};
+  LinkSpec shaped = plain;
+  shaped.burst_bytes = 256 << 10;
+  shaped.line_rate_bps = 40e9;
+  // 200 KB fit in the bucket: they cross at 40 Gbps where the plain wire takes 1.6 ms.
+  const double small_plain = bulk_seconds(plain, 200'000);
+  const double small_shaped = bulk_seconds(shaped, 200'000);
+  EXPECT_GT(small_plain, 1.6e-3);
+  EXPECT_LT(small_shaped, small_plain / 3);
+  // 20 MB: after the bucket the token rate holds, as the plain wire's does (160 ms).
+  const double big_plain = bulk_seconds(plain, 20'000'000);
+  const double big_shaped = bulk_seconds(shaped, 20'000'000);
+  EXPECT_NEAR(big_shaped, big_plain, 0.05 * big_plain);
+  EXPECT_GT(big_shaped, 0.95 * 0.160);
+  // A link change sets the bucket's rate, not the wire's: half the bandwidth, twice the time.
+  EXPECT_NEAR(bulk_seconds(shaped, 20'000'000, 0.5e9), 2 * big_shaped, 0.1 * big_shaped);
 }
 
 // ---- determinism ----

@@ -16,6 +16,13 @@ struct LinkSpec {
   std::chrono::nanoseconds latency = std::chrono::microseconds(5);
   std::uint32_t mtu = 1500;            // bytes per packet on this link
   std::uint32_t queue_packets = 1000;  // drop-tail queue at each end
+  // A shaped link, as tc's tbf makes one of a faster device (a veth, a 10G NIC held to 1G): a
+  // token bucket filling at bandwidth_bps and burst_bytes deep, over a wire at line_rate_bps.
+  // After an idle spell a full bucket leaves at the line rate. 0: a plain wire at bandwidth_bps.
+  std::uint64_t burst_bytes = 0;
+  double line_rate_bps = 0;
+
+  bool shaped() const { return burst_bytes > 0; }
 };
 
 enum class NodeKind : std::uint8_t { worker, host, switch_ };

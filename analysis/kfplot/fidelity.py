@@ -187,7 +187,8 @@ def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[fl
         "way, MTU 1500), one kfbench worker each, allreduce of one f32 tensor; contended: a "
         "2-stream iperf3 flood from worker 0's namespace to a 5th one. Simulated: "
         "`artifact/scenarios/fidelity.yaml` (the same star, 1 Gbps, MTU 1500, queues of the tbf "
-        "backlog), one allreduce per step, no compute; contended: 2 greedy flows w0 -> outside. "
+        "backlog; each link a 256 KiB token bucket over a 40 Gbps wire, as tbf makes it), one "
+        "allreduce per step, no compute; contended: 2 greedy flows w0 -> outside. "
         "Times in ms: real = kfbench's median iteration (slowest rank), sim = median step's "
         "slowest-rank allreduce time. Error = (sim - real) / real." +
         (f" Real TCP: {tcp} (ns-3 runs CUBIC)." if tcp else ""),
@@ -238,14 +239,16 @@ def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[fl
 # What each world leaves out of this setting (artifact/README.md, Fidelity, has the measurements).
 DISCUSSION = """## What the worlds leave out
 
-- **Token-bucket bursts.** A tbf link with `burst 256kb` passes a full bucket at memory speed
-  after an idle spell (a STAR root's egress idles while it collects, its ingress while it
-  broadcasts); a simulated link, like a real NIC, never exceeds its rate. Smaller buckets (32 KiB,
-  64 KiB) were tried: they cut the real throughput 2-3x (tbf then splits the 64 KB GSO packets and
-  waits on its timer), and so did a second bucket one 64 KB packet deep at a peak rate of
-  1.05 Gbit/s (the real RING_RS_AG at 64 MiB took 1310 ms instead of 843, and 5 of the 24 cells
-  agreed with ns-3), so the emulation keeps 256 KiB. It favours the real side on small,
-  single-chunk collectives through one node.
+- **Token-bucket bursts.** A tbf link with `burst 256kb` is a token bucket over a veth that moves
+  packets at memory speed, so after an idle spell (a STAR root's egress idles while it collects,
+  its ingress while it broadcasts) a full bucket leaves at once. ns-3 models the links that way
+  (`burst: 256KiB, line_rate: 40Gbps` in fidelity.yaml: a TBF queue disc at each end over a
+  40 Gbps wire; a bare veth pair carries 45 Gbit/s here), and so does the flow world (a fluid
+  bucket per link direction); on plain 1 Gbps wires both were 15-27% slow on STAR and
+  BINARY_TREE_STAR at 1 MiB. Smaller real buckets (32 KiB, 64 KiB) cut the
+  real throughput 2-3x (tbf then splits the 64 KB GSO packets and waits on its timer), and so did
+  a second bucket one 64 KB packet deep at a peak rate of 1.05 Gbit/s (the real RING_RS_AG at
+  64 MiB took 1310 ms instead of 843), so the emulation keeps 256 KiB.
 - **Even sharing.** Both simulated worlds share the root's link evenly among the three copies of a
   broadcast (max-min in the flow world; equal windows in ns-3), so every worker finishes together
   and consecutive iterations cannot overlap; real TCP flows through one tbf do not finish together,

@@ -113,6 +113,14 @@ void FlowNetwork::remove_flow(FlowId id) {
   resolve_from(hops, -1);
 }
 
+double FlowNetwork::load(int channel) const {
+  const FlowList& on = channels_.at(static_cast<std::size_t>(channel)).flows;
+  double sum = 0;
+  for (std::size_t i = 0; i < on.size(); ++i)
+    sum += flows_[static_cast<std::size_t>(on[i])].rate;
+  return sum;
+}
+
 void FlowNetwork::set_capacity(int channel, double capacity) {
   if (!(capacity > 0)) throw std::invalid_argument("a channel's capacity must be positive");
   channels_.at(static_cast<std::size_t>(channel)).capacity = capacity;

@@ -45,6 +45,14 @@ class FlowNetwork {
   void set_capacity(int channel, double capacity);
 
   double rate(FlowId flow) const { return flows_[static_cast<std::size_t>(flow)].rate; }
+  // The channels a flow (active, or just removed) crosses.
+  std::span<const int> route(FlowId id) const {
+    const Flow& f = flows_[static_cast<std::size_t>(id)];
+    if (f.length <= kInlineHops) return {f.hops.data(), f.length};
+    return long_routes_[static_cast<std::size_t>(id)];
+  }
+  // What a channel carries now: the sum of its active flows' rates.
+  double load(int channel) const;
   bool active(FlowId flow) const {
     return flow >= 0 && static_cast<std::size_t>(flow) < flows_.size() &&
            flows_[static_cast<std::size_t>(flow)].active;
@@ -100,12 +108,6 @@ class FlowNetwork {
     std::uint64_t mark = 0;  // epoch of the last component search that reached it
     FlowList flows;
   };
-
-  std::span<const int> route(FlowId id) const {
-    const Flow& f = flows_[static_cast<std::size_t>(id)];
-    if (f.length <= kInlineHops) return {f.hops.data(), f.length};
-    return long_routes_[static_cast<std::size_t>(id)];
-  }
 
   // Re-solves the component(s) reached from these channels (and `extra_flow` if >= 0).
   void resolve_from(std::span<const int> seeds, FlowId extra_flow);

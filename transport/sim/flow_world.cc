@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -81,6 +82,22 @@ class FlowWorld::Impl {
     std::int64_t settled_at = 0;  // background: bytes counted up to this time
   };
 
+  // A shaped link direction (LinkSpec::shaped) as a fluid token bucket: its channel runs at the
+  // line rate while tokens last and at the bucket's rate once they are spent; tokens fill at
+  // that rate less what the channel carries, up to the bucket's depth. The channel's capacity
+  // flips only when a rate on it changes or when the tokens run out or come back.
+  struct Bucket {
+    int channel = 0;
+    double rate = 0;    // payload bytes/s
+    double line = 0;    // payload bytes/s
+    double depth = 0;   // payload bytes
+    double tokens = 0;  // as of `at`
+    double load = 0;    // what the channel carried since `at`
+    std::int64_t at = 0;
+    std::uint64_t generation = 0;  // of the pending flip
+    bool queued = false;
+  };
+
   double payload_rate(double bandwidth_bps) const {
     return bandwidth_bps / 8 * static_cast<double>(segment) /
            static_cast<double>(segment + kTcpIpHeaderBytes + kPppHeaderBytes);
@@ -94,6 +111,11 @@ class FlowWorld::Impl {
   void start_flow(Connection& c);
   void stop_flow(Connection& c);
   void apply_changes();
+  void follow_buckets();
+  void retune_queued();
+  void touch_buckets(std::span<const int> route);
+  void integrate(Bucket& b);
+  void retune(Bucket& b);
   void settle(Connection& c, double rate);
   void reschedule(Connection& c);
   void front_sent(Connection& c, std::uint64_t generation);
@@ -124,6 +146,11 @@ class FlowWorld::Impl {
   int next_background = 0;
   double background_bytes = 0;  // of stopped flows and settled parts of running ones
   WorldStats stats;
+  // Shaped links only (after the rest, which the message path keeps in cache).
+  std::vector<Bucket> buckets;
+  std::vector<int> bucket_of_channel;  // -1: a plain channel; empty when no link is shaped
+  std::vector<int> buckets_to_retune;
+  bool retuning = false;
 };
 
 FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
@@ -135,9 +162,24 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
   for (const auto& l : topo.links) {
     link_bandwidth.push_back(l.spec.bandwidth_bps);
     link_latency.push_back(l.spec.latency.count());
-    network.add_channel(payload_rate(l.spec.bandwidth_bps));  // a -> b
-    network.add_channel(payload_rate(l.spec.bandwidth_bps));  // b -> a
+    for (int direction = 0; direction < 2; ++direction) {  // a -> b, b -> a
+      if (!l.spec.shaped()) {
+        network.add_channel(payload_rate(l.spec.bandwidth_bps));
+        continue;
+      }
+      // A full bucket to start with, as after an idle spell.
+      Bucket b;
+      b.rate = payload_rate(l.spec.bandwidth_bps);
+      b.line = payload_rate(l.spec.line_rate_bps);
+      b.depth = static_cast<double>(l.spec.burst_bytes) * b.rate / (l.spec.bandwidth_bps / 8);
+      b.tokens = b.depth;
+      b.channel = network.add_channel(b.line);
+      bucket_of_channel.resize(static_cast<std::size_t>(b.channel) + 1, -1);
+      bucket_of_channel[static_cast<std::size_t>(b.channel)] = static_cast<int>(buckets.size());
+      buckets.push_back(b);
+    }
   }
+  if (!buckets.empty()) bucket_of_channel.resize(static_cast<std::size_t>(network.channels()), -1);
   const int n = static_cast<int>(topo.worker_node.size());
   failed.assign(static_cast<std::size_t>(n), 0);
   connections_from.resize(static_cast<std::size_t>(n));
@@ -235,6 +277,8 @@ void FlowWorld::Impl::stop_flow(Connection& c) {
   ++c.generation;  // its pending "front sent" event is void
   owners[static_cast<std::size_t>(id)] = {};
   network.remove_flow(id);
+  // A flow alone on a shaped channel leaves no rate change behind to find its bucket by.
+  if (!buckets.empty()) touch_buckets(c.route);
   apply_changes();
 }
 
@@ -250,6 +294,76 @@ void FlowWorld::Impl::apply_changes() {
       o.settled_at = now();
     }
   }
+  if (!buckets.empty()) follow_buckets();
+}
+
+// The token buckets on the routes of the flows whose rate changed follow what they now carry.
+void FlowWorld::Impl::follow_buckets() {
+  for (const auto& change : network.changes())
+    touch_buckets(network.route(change.flow));
+  retune_queued();
+}
+
+void FlowWorld::Impl::retune_queued() {
+  if (retuning) return;  // a retune that changed rates: the loop below takes what it queued
+  retuning = true;
+  while (!buckets_to_retune.empty()) {
+    Bucket& b = buckets[static_cast<std::size_t>(buckets_to_retune.back())];
+    buckets_to_retune.pop_back();
+    b.queued = false;
+    retune(b);
+  }
+  retuning = false;
+}
+
+void FlowWorld::Impl::touch_buckets(std::span<const int> route) {
+  if (buckets.empty()) return;
+  for (int channel : route) {
+    const int b = bucket_of_channel[static_cast<std::size_t>(channel)];
+    if (b < 0 || buckets[static_cast<std::size_t>(b)].queued) continue;
+    buckets[static_cast<std::size_t>(b)].queued = true;
+    buckets_to_retune.push_back(b);
+  }
+}
+
+// Brings a bucket's tokens up to now at the load it carried since it last looked.
+void FlowWorld::Impl::integrate(Bucket& b) {
+  const double seconds = static_cast<double>(now() - b.at) * 1e-9;
+  b.tokens = std::clamp(b.tokens + (b.rate - b.load) * seconds, 0.0, b.depth);
+  b.at = now();
+}
+
+void FlowWorld::Impl::retune(Bucket& b) {
+  // Below a packet's worth the bucket counts as spent: no flip for a sliver of tokens.
+  const double floor = static_cast<double>(segment);
+  integrate(b);
+  // (A rate above the wire's, by a link change, gives the wire's.)
+  const double capacity = b.tokens > floor ? b.line : std::min(b.rate, b.line);
+  if (capacity != network.capacity(b.channel)) {
+    network.set_capacity(b.channel, capacity);
+    apply_changes();  // may queue this bucket again: harmless, its next look changes nothing
+  }
+  b.load = network.load(b.channel);
+  // The next flip: the tokens run out while the channel carries more than the rate, or come
+  // back while it carries less.
+  const std::uint64_t generation = ++b.generation;
+  // (Rates within a part in a billion of the bucket's are its rate: a saturated channel's sum
+  // of rates is not exact.)
+  const double slack = 1e-9 * b.rate;
+  double seconds = -1;
+  if (b.tokens > floor && b.load > b.rate + slack) seconds = b.tokens / (b.load - b.rate);
+  if (b.tokens <= floor && b.load < b.rate - slack)
+    seconds = (floor - b.tokens) / (b.rate - b.load);
+  if (seconds < 0) return;
+  const auto index = static_cast<int>(&b - buckets.data());
+  clock.schedule_at(now() + static_cast<std::int64_t>(std::ceil(seconds * 1e9)) + 1,
+                    [this, index, generation] {
+                      Bucket& bucket = buckets[static_cast<std::size_t>(index)];
+                      if (bucket.generation != generation || bucket.queued) return;
+                      bucket.queued = true;
+                      buckets_to_retune.push_back(index);
+                      retune_queued();
+                    });
 }
 
 void FlowWorld::Impl::settle(Connection& c, double rate) {
@@ -397,6 +511,7 @@ void FlowWorld::stop_background(int id) {
     w.background_bytes += w.network.rate(f) * static_cast<double>(w.now() - o.settled_at) * 1e-9;
     o = {};
     w.network.remove_flow(f);
+    w.touch_buckets(w.network.route(f));
     w.apply_changes();
   }
 }
@@ -410,8 +525,19 @@ void FlowWorld::set_link(const std::string& link, std::optional<double> bandwidt
   if (bandwidth_bps) {
     w.link_bandwidth[i] = *bandwidth_bps;
     for (const bool from_a : {true, false}) {
-      w.network.set_capacity(channel_of(index, from_a), w.payload_rate(*bandwidth_bps));
-      w.apply_changes();
+      const int channel = channel_of(index, from_a);
+      if (w.topo.links[i].spec.shaped()) {
+        // The wire keeps its line rate; the bucket fills at the new rate from now on.
+        Impl::Bucket& b = w.buckets[static_cast<std::size_t>(
+            w.bucket_of_channel[static_cast<std::size_t>(channel)])];
+        w.integrate(b);
+        b.rate = w.payload_rate(*bandwidth_bps);
+        w.touch_buckets(std::span<const int>(&channel, 1));
+        w.retune_queued();
+      } else {
+        w.network.set_capacity(channel, w.payload_rate(*bandwidth_bps));
+        w.apply_changes();
+      }
     }
   }
   if (latency) w.link_latency[i] = latency->count();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -39,6 +40,13 @@ constexpr std::uint64_t kWritePiece = 64 << 10;
 constexpr std::uint32_t kTsqRingPackets = 2;
 constexpr std::uint32_t kTsqQueuePackets = 1u << 30;
 constexpr const char* kNeverDrop = "1000000s";  // FqCoDel takes its times as strings
+
+// What queues a link end's packets before its wire.
+enum class EndQueue : std::uint8_t {
+  drop_tail,  // the device's own drop-tail queue of the link's size: a switch port, a bare host
+  fq_codel,   // host_qdisc: fq_codel
+  tsq,        // host_qdisc: tsq (the lossless fair queue over a two-packet ring above)
+};
 
 std::uint64_t wire_bytes(const Message& m) {
   return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
@@ -113,6 +121,7 @@ class Ns3World::Impl {
   void lost(int observer, int peer, const std::string& why);
   void pace(int id);
   void spread_over_spines();
+  void install_link_end(ns3::Ptr<ns3::NetDevice> device, const LinkSpec& spec, EndQueue queue);
   template <typename Callback>
   static void connect_drops(ns3::ObjectBase& source, Callback count, const char* trace = "Drop") {
     if (!source.TraceConnectWithoutContext(trace, count)) {
@@ -197,10 +206,17 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   addresses.SetBase("10.0.0.0", "255.255.255.252");
   node_address.assign(topo.nodes.size(), Ipv4Address());
   std::vector<bool> has_address(topo.nodes.size(), false);
+  // A switch port keeps the drop-tail queue in every case.
+  const EndQueue host_queue = options.host_tsq        ? EndQueue::tsq
+                              : options.host_fq_codel ? EndQueue::fq_codel
+                                                      : EndQueue::drop_tail;
   for (const auto& l : topo.links) {
     PointToPointHelper p2p;
-    p2p.SetDeviceAttribute(
-        "DataRate", DataRateValue(DataRate(static_cast<std::uint64_t>(l.spec.bandwidth_bps))));
+    // A shaped link's wire runs at its line rate; the token bucket in front of it holds it to
+    // its bandwidth (install_link_end).
+    const double wire_bps = l.spec.shaped() ? l.spec.line_rate_bps : l.spec.bandwidth_bps;
+    p2p.SetDeviceAttribute("DataRate",
+                           DataRateValue(DataRate(static_cast<std::uint64_t>(wire_bps))));
     p2p.SetDeviceAttribute("Mtu", UintegerValue(l.spec.mtu));
     p2p.SetChannelAttribute("Delay", TimeValue(to_ns3(l.spec.latency)));
     p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
@@ -212,32 +228,10 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     // Assign() adds a default FqCoDel queue disc; a link's queue is the drop-tail queue the
     // scenario sizes, as on a switch port, so take the queue disc away.
     TrafficControlHelper().Uninstall(devices);
-    // The host ends of this link (a switch port keeps the drop-tail queue in every case).
-    std::vector<Ptr<NetDevice>> host_ends;
-    for (int end = 0; end < 2; ++end) {
-      const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
-      if (topo.nodes[node].kind != NodeKind::switch_)
-        host_ends.push_back(devices.Get(static_cast<std::uint32_t>(end)));
-    }
-    for (const Ptr<NetDevice>& device : host_ends) {
-      TrafficControlHelper qdisc;
-      if (options.host_tsq) {
-        DynamicCast<PointToPointNetDevice>(device)->GetQueue()->SetMaxSize(
-            QueueSize(QueueSizeUnit::PACKETS, kTsqRingPackets));
-        qdisc.SetRootQueueDisc("ns3::FqCoDelQueueDisc", "MaxSize",
-                               QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, kTsqQueuePackets)),
-                               "Target", StringValue(kNeverDrop), "Interval",
-                               StringValue(kNeverDrop));
-      } else if (options.host_fq_codel) {
-        qdisc.SetRootQueueDisc("ns3::FqCoDelQueueDisc");
-      } else {
-        continue;
-      }
-      connect_drops(*qdisc.Install(device).Get(0), MakeCallback(&Impl::count_qdisc_drop, this));
-    }
     for (std::uint32_t end = 0; end < 2; ++end) {
-      connect_drops(*DynamicCast<PointToPointNetDevice>(devices.Get(end))->GetQueue(),
-                    MakeCallback(&Impl::count_queue_drop, this));
+      const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
+      const bool host = topo.nodes[node].kind != NodeKind::switch_;
+      install_link_end(devices.Get(end), l.spec, host ? host_queue : EndQueue::drop_tail);
     }
     for (int end = 0; end < 2; ++end) {
       const auto node = static_cast<std::size_t>(end == 0 ? l.a : l.b);
@@ -299,6 +293,59 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
             }));
     listeners.push_back(listener);
   }
+}
+
+void Ns3World::Impl::install_link_end(ns3::Ptr<ns3::NetDevice> device, const LinkSpec& spec,
+                                      EndQueue queue) {
+  using namespace ns3;
+  const auto packets = [](std::uint32_t n) {
+    return QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, n));
+  };
+  Ptr<Queue<Packet>> device_queue = DynamicCast<PointToPointNetDevice>(device)->GetQueue();
+  connect_drops(*device_queue, MakeCallback(&Impl::count_queue_drop, this));
+  if (queue == EndQueue::drop_tail && !spec.shaped()) return;  // the device queue is the queue
+  // Under a shaper or TSQ's fair queue the device keeps the packet on the wire and one ready;
+  // the queue disc holds the backlog. (fq_codel alone keeps the link's device queue under it.)
+  if (spec.shaped() || queue == EndQueue::tsq) {
+    device_queue->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, kTsqRingPackets));
+  }
+  TrafficControlHelper helper;
+  std::optional<std::uint16_t> shaper;
+  if (spec.shaped()) {
+    // tc's tbf; its own queue is the link's (a FIFO of `queue` packets, or TSQ's lossless one).
+    shaper = helper.SetRootQueueDisc(
+        "ns3::TbfQueueDisc", "Rate",
+        DataRateValue(DataRate(static_cast<std::uint64_t>(spec.bandwidth_bps))), "Burst",
+        UintegerValue(static_cast<std::uint32_t>(spec.burst_bytes)), "Mtu", UintegerValue(spec.mtu),
+        "MaxSize", packets(queue == EndQueue::tsq ? kTsqQueuePackets : spec.queue_packets));
+  }
+  // A fair queue at the root, or under the shaper.
+  const auto add_fair_queue = [&](auto&&... attributes) {
+    if (!shaper) {
+      helper.SetRootQueueDisc("ns3::FqCoDelQueueDisc", attributes...);
+      return;
+    }
+    const auto classes = helper.AddQueueDiscClasses(*shaper, 1, "ns3::QueueDiscClass");
+    helper.AddChildQueueDisc(*shaper, classes[0], "ns3::FqCoDelQueueDisc", attributes...);
+  };
+  switch (queue) {
+    case EndQueue::tsq:
+      add_fair_queue("MaxSize", packets(kTsqQueuePackets), "Target", StringValue(kNeverDrop),
+                     "Interval", StringValue(kNeverDrop));
+      break;
+    case EndQueue::fq_codel:
+      add_fair_queue();
+      break;
+    case EndQueue::drop_tail:
+      break;  // tbf gives itself a FIFO child of its own size
+  }
+  Ptr<QueueDisc> root = helper.Install(device).Get(0);
+  if (shaper && queue != EndQueue::drop_tail) {
+    // FqCoDel takes its quantum from its device's MTU, which a child queue disc cannot see (it
+    // would loop forever with none).
+    DynamicCast<FqCoDelQueueDisc>(root->GetQueueDiscClass(0)->GetQueueDisc())->SetQuantum(spec.mtu);
+  }
+  connect_drops(*root, MakeCallback(&Impl::count_qdisc_drop, this));
 }
 
 // Global routing sends everything between two leaves over one spine, which would make every
@@ -624,9 +671,19 @@ void Ns3World::set_link(const std::string& link, std::optional<double> bandwidth
   if (index < 0) throw std::invalid_argument("link change: no link '" + link + "'");
   NetDeviceContainer& devices = impl_->link_devices[static_cast<std::size_t>(index)];
   if (bandwidth_bps) {
+    const DataRate rate(static_cast<std::uint64_t>(*bandwidth_bps));
+    const bool shaped = impl_->topo.links[static_cast<std::size_t>(index)].spec.shaped();
     for (std::uint32_t i = 0; i < devices.GetN(); ++i) {
-      DynamicCast<PointToPointNetDevice>(devices.Get(i))
-          ->SetDataRate(DataRate(static_cast<std::uint64_t>(*bandwidth_bps)));
+      Ptr<NetDevice> device = devices.Get(i);
+      if (shaped) {
+        // The wire keeps its line rate; the token bucket fills at the new one (as `tc qdisc
+        // change ... tbf rate` does).
+        DynamicCast<TbfQueueDisc>(
+            device->GetNode()->GetObject<TrafficControlLayer>()->GetRootQueueDiscOnDevice(device))
+            ->SetRate(rate);
+      } else {
+        DynamicCast<PointToPointNetDevice>(device)->SetDataRate(rate);
+      }
     }
   }
   if (latency) {

@@ -251,7 +251,7 @@ class Reader {
 
   LinkSpec link_spec(const Node& n, const std::string& path, LinkSpec spec,
                      bool* bandwidth_given = nullptr) const {
-    const MapView m(*this, n, path, {"bandwidth", "latency", "mtu", "queue"});
+    const MapView m(*this, n, path, {"bandwidth", "latency", "mtu", "queue", "burst", "line_rate"});
     if (const auto b = m.get("bandwidth")) {
       spec.bandwidth_bps = bandwidth(*b, m.child("bandwidth"));
       if (bandwidth_given != nullptr) *bandwidth_given = true;
@@ -262,6 +262,26 @@ class Reader {
     }
     if (const auto q = m.get("queue")) {
       spec.queue_packets = static_cast<std::uint32_t>(integer(*q, m.child("queue"), 1, INT_MAX));
+    }
+    const auto burst = m.get("burst");
+    const auto line_rate = m.get("line_rate");
+    if (burst.has_value() != line_rate.has_value()) {
+      fail(n, path,
+           "a shaped link needs both 'burst' and 'line_rate' (the token bucket's depth and the "
+           "speed of the wire under it)");
+    }
+    if (burst) {
+      spec.burst_bytes = size(*burst, m.child("burst"));
+      if (spec.burst_bytes < spec.mtu) {
+        fail(*burst, m.child("burst"),
+             "burst " + std::to_string(spec.burst_bytes) + " B is less than one packet (mtu " +
+                 std::to_string(spec.mtu) + ")");
+      }
+      spec.line_rate_bps = bandwidth(*line_rate, m.child("line_rate"));
+      if (spec.line_rate_bps < spec.bandwidth_bps) {
+        fail(*line_rate, m.child("line_rate"),
+             "the wire under a shaper must be at least as fast as its bandwidth");
+      }
     }
     return spec;
   }
