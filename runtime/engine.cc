@@ -67,6 +67,7 @@ void Engine::set_strategy(Strategy strategy) {
 void Engine::set_strategy(std::shared_ptr<const Strategy> strategy) {
   strategy_ = compile(std::move(strategy));
   rooted_.clear();
+  over_graphs_.reset();
 }
 
 std::shared_ptr<const CompiledStrategy> Engine::compile(Strategy strategy) const {
@@ -94,6 +95,16 @@ std::shared_ptr<const CompiledStrategy> Engine::rooted(int root) {
     cached = compile(std::move(s));
   }
   return cached;
+}
+
+std::shared_ptr<const CompiledStrategy> Engine::over_graphs(
+    const std::shared_ptr<const CompiledStrategy>& strategy) {
+  const bool current = strategy == strategy_;
+  if (current && over_graphs_) return over_graphs_;
+  // Same name and graphs (records still name the strategy), one copy for all engines.
+  auto compiled = compile(shared_over_graphs(strategy->shared_strategy()));
+  if (current) over_graphs_ = compiled;
+  return compiled;
 }
 
 std::string Engine::describe_peer(int rank) const {

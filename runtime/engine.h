@@ -59,6 +59,10 @@ class Engine {
   std::shared_ptr<const CompiledStrategy> compile(std::shared_ptr<const Strategy> strategy) const;
   // The first pair of the current strategy re-rooted at `root`, for rooted operations.
   std::shared_ptr<const CompiledStrategy> rooted(int root);
+  // `strategy` run over its own graphs (reduce up its trees, broadcast down): what a strategy of
+  // another algorithm does with a buffer too small for that algorithm. Cached for the current one.
+  std::shared_ptr<const CompiledStrategy> over_graphs(
+      const std::shared_ptr<const CompiledStrategy>& strategy);
 
   BlobStore& blobs() { return blobs_; }
   std::uint64_t next_request_id() { return ++request_ids_; }
@@ -130,6 +134,7 @@ class Engine {
   EngineOptions options_;
   std::shared_ptr<const CompiledStrategy> strategy_;
   std::map<int, std::shared_ptr<const CompiledStrategy>> rooted_;
+  std::shared_ptr<const CompiledStrategy> over_graphs_;  // of strategy_
 
   std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
   // Done, waiting for the transport to give back borrowed pieces of their buffers; by serial.

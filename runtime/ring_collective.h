@@ -5,7 +5,8 @@
 // it into its own copy and passes it on; after n - 1 steps rank i holds part (i + 1) fully
 // reduced. All-gather: the finished parts travel n - 1 more steps around the ring. Every rank
 // sends and receives 2(n - 1)/n of the buffer, the lower bound. Slices proceed independently, so
-// large buffers pipeline.
+// large buffers pipeline. allreduce() sends a buffer of fewer than n elements over the strategy's
+// trees instead (collectives.cc): here most parts would be empty messages.
 //
 // RingAllgather: block b (rank b's input) travels the ring in n - 1 steps, chunk by chunk.
 #pragma once

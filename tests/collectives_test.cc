@@ -227,6 +227,47 @@ INSTANTIATE_TEST_SUITE_P(
                                          StrategyName::ring_rs_ag, StrategyName::halving_doubling)),
     dtype_name_of);
 
+// ---- RING_RS_AG with fewer elements than ranks ----
+
+// Messages all ranks sent for one f64 sum allreduce of `count` elements over n ranks, after
+// checking every rank's result.
+std::uint64_t ring_allreduce_messages(int n, std::size_t count) {
+  InprocWorld world(n, {.strategy = StrategyName::ring_rs_ag});
+  std::vector<std::vector<double>> in(static_cast<std::size_t>(n)), out(in.size());
+  for (int r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < count; ++i)
+      in[static_cast<std::size_t>(r)].push_back(static_cast<double>(r * 100 + i));
+    out[static_cast<std::size_t>(r)].resize(count);
+  }
+  const std::uint64_t before = world.messages_sent();
+  expect_all_ok(run_on_all(world, [&](Engine& e, DoneCallback done) {
+    const auto r = static_cast<std::size_t>(e.rank());
+    allreduce(e,
+              {.name = "small",
+               .input = ConstBufferView::of(std::span<const double>(in[r]), DType::f64),
+               .output = BufferView::of(std::span<double>(out[r]), DType::f64)},
+              done);
+  }));
+  for (int r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      EXPECT_EQ(out[static_cast<std::size_t>(r)][i],
+                100.0 * n * (n - 1) / 2 + static_cast<double>(n * i))
+          << "rank " << r << " element " << i;
+    }
+  }
+  return world.messages_sent() - before;
+}
+
+TEST(RingAllreduce, FewerElementsThanRanksGoOverTheStrategysTreesNotAroundTheRing) {
+  const int n = 16;
+  // One number (a policy's vote) or n - 1: the ring would send 2(n - 1) messages per rank,
+  // mostly empty; the trees send one up and one down per rank but the root.
+  EXPECT_EQ(ring_allreduce_messages(n, 1), 2u * (n - 1));
+  EXPECT_EQ(ring_allreduce_messages(n, n - 1), 2u * (n - 1));
+  // From n elements every part holds one: the ring, 2(n - 1) messages per rank.
+  EXPECT_EQ(ring_allreduce_messages(n, n), 2u * n * (n - 1));
+}
+
 // ---- results are bit-identical on every rank and across runs ----
 
 TEST(AllreduceDeterminism, FloatSumsAreBitIdenticalEverywhereAndEveryTime) {

@@ -314,6 +314,29 @@ std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<con
   return built;
 }
 
+std::shared_ptr<const Strategy> shared_over_graphs(
+    const std::shared_ptr<const Strategy>& strategy) {
+  struct Entry {
+    std::weak_ptr<const Strategy> source;  // the key's owner: an address can be reused
+    std::weak_ptr<const Strategy> built;
+  };
+  static std::mutex mutex;
+  static std::map<const Strategy*, Entry> cache;
+  const std::lock_guard lock(mutex);
+  if (const auto it = cache.find(strategy.get()); it != cache.end()) {
+    auto kept = it->second.built.lock();
+    if (kept && it->second.source.lock() == strategy) return kept;
+  }
+  std::erase_if(cache, [](const auto& entry) {
+    return entry.second.source.expired() || entry.second.built.expired();
+  });
+  Strategy s = *strategy;
+  s.algorithm = Algorithm::graph_pairs;
+  auto built = std::make_shared<const Strategy>(std::move(s));
+  cache[strategy.get()] = {strategy, built};
+  return built;
+}
+
 GraphPair pair_from_broadcast(Graph broadcast) {
   Graph reduce = broadcast.reversed();
   for (int v = 0; v < reduce.size(); ++v)

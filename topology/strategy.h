@@ -77,6 +77,9 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of);
 // runs many engines of one cluster (a simulation of a thousand workers) shares one copy of the
 // graphs instead of building and keeping a thousand. Thread-safe.
 std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<const int> host_of);
+// `strategy` with its algorithm set to graph_pairs (its name and graphs kept), shared the same
+// way while anyone holds it and `strategy` lives. Thread-safe.
+std::shared_ptr<const Strategy> shared_over_graphs(const std::shared_ptr<const Strategy>& strategy);
 
 // The first rank of each host, in order of first appearance.
 std::vector<int> host_masters(std::span<const int> host_of);
