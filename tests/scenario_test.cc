@@ -358,6 +358,8 @@ TEST(ScenarioErrors, ShapedLinks) {
   expect_parse_error(
       "steps: 1\ntopology:\n  hosts: 2\n  link: {mtu: 9000, burst: 4KiB, line_rate: 10Gbps}\n", 4,
       28, "topology.link.burst: burst 4096 B is less than one packet (mtu 9000)");
+  expect_parse_error("steps: 1\ntopology:\n  hosts: 2\n  link: {burst: 4GiB, line_rate: 10Gbps}\n",
+                     4, 17, "topology.link.burst: burst must be below 4 GiB");
 }
 
 TEST(ScenarioErrors, WrongTypes) {

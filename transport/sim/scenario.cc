@@ -11,6 +11,7 @@
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -276,6 +277,9 @@ class Reader {
         fail(*burst, m.child("burst"),
              "burst " + std::to_string(spec.burst_bytes) + " B is less than one packet (mtu " +
                  std::to_string(spec.mtu) + ")");
+      }
+      if (spec.burst_bytes > UINT32_MAX) {  // ns-3's TBF counts its tokens in 32 bits
+        fail(*burst, m.child("burst"), "burst must be below 4 GiB");
       }
       spec.line_rate_bps = bandwidth(*line_rate, m.child("line_rate"));
       if (spec.line_rate_bps < spec.bandwidth_bps) {
