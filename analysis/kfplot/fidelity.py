@@ -263,7 +263,9 @@ DISCUSSION = """## What the worlds leave out
   (RING_RS_AG, 1 MiB: 26.7 ms contended, 13.2 ms quiet) where ns-3's fair queue gives it a third
   (39.4 ms). A steady third iperf3 stream gets 38% (378 Mbit/s against 311 per flood stream).
   Larger fair-queue quanta (125 KiB, 1 MiB) do not change the ring's share. This is where ns-3
-  misses most.
+  misses most. The other way round, a per-flow fair queue under the real hosts' shapers (Linux's
+  default fq_codel, which `tsq` models), cannot be tried on the development machine: its kernel
+  has no fq_codel, fq, sfq, drr or prio qdisc (only pfifo, bfifo, pfifo_fast, htb and tbf).
 - **Congestion control.** ns-3 runs CUBIC and `fidelity.sh` pins the real namespaces to it
   (`--tcp`, recorded in `real/tcp.txt`). Under BBR, this machine's kernel default, the real
   contended cells are up to 62% slower (BBR's paced flood takes a larger share of worker 0's
