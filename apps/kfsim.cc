@@ -115,9 +115,8 @@ void print_summary(const nlohmann::json& s, const nlohmann::json& perf, const st
              perf["simulated_seconds_per_wall_second"].get<double>());
   fmt::print(
       "  records: {}/{{steps.csv, peers.csv, collectives.csv, events.csv, summary.json, "
-      "trace.json, "
-      "perf.json}}\n",
-      out);
+      "trace.json, perf.json{}}}\n",
+      out, std::filesystem::exists(std::filesystem::path(out) / "tcp.csv") ? ", tcp.csv" : "");
 }
 
 // Runs one scenario into `out`; 0 when it ran as planned, 1 when it ended with errors that no

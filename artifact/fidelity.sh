@@ -9,10 +9,12 @@
 #         1, 4, 16, 64 MiB (--quick: 1 and 16) over STAR, BINARY_TREE_STAR and RING_RS_AG, without
 #         and with contention (a 2-stream iperf3 flood from worker 0's namespace to a 5th,
 #         "outside" one). Each cell is kfbench's median iteration; with --reps N > 1 the median of N
-#         runs. Skips (exit 77) where namespaces cannot be made; always removes what it made.
+#         runs. Worker 0's TCP sockets are sampled every 100 ms (`ss -tinm`, real/*.ss.gz).
+#         Skips (exit 77) where namespaces cannot be made; always removes what it made.
 # sim:    the same in kfsim, ns3 and flow worlds (artifact/scenarios/fidelity.yaml: one allreduce of
 #         the size per step, no compute; the contended runs add a 2-flow contention event from w0
 #         to outside); a cell is the median over steps of the slowest rank's allreduce time.
+#         ns-3 samples its TCP senders every 100 ms (tcp_samples: tcp.csv per run).
 # report: OUT/fidelity.csv, OUT/fidelity.md (cells within 10% of real, worst cells) and
 #         OUT/fidelity.png/.pdf (analysis/kfplot/fidelity.py).
 #
@@ -83,6 +85,16 @@ real_part() {
   done
   WORKERS=4
   N=$((WORKERS + 1))  # namespace 4 is "outside": no worker, the flood's sink
+  # Worker 0's TCP sockets every 100 ms while a cell runs (cwnd, RTT, pacing rate, bytes in the
+  # qdisc: what TCP small queues let each socket keep in the tbf), one "T <epoch s>" line per
+  # sample; the report summarises them per socket class (kfplot.fidelity.load_sockets).
+  sample_sockets() {
+    while :; do
+      echo "T $(date +%s.%N)"
+      ip netns exec "${TAG}n0" ss -tinmH 2>/dev/null
+      sleep 0.1
+    done
+  }
   TAG="kffid$$"
   WORK="$(mktemp -d)"
   SUBNET=10.79.0
@@ -116,7 +128,7 @@ real_part() {
   ip netns exec "${TAG}n$WORKERS" iperf3 -s -D --logfile "$WORK/iperf-server.log" ||
     skip "iperf3 -s failed"
   mkdir -p "$OUT/real"
-  rm -f "$OUT"/real/*.json "$OUT"/real/*.tc
+  rm -f "$OUT"/real/*.json "$OUT"/real/*.tc "$OUT"/real/*.ss.gz
   cp "$WORK/tcp" "$OUT/real/tcp.txt"  # the report names the congestion control the runs used
   local rep strategy cont
   for rep in $(seq 1 "$REPS"); do
@@ -129,6 +141,9 @@ real_part() {
           sleep 2  # the flood at full rate before the workers start
         fi
         echo "real: $strategy, contention $cont, run $rep/$REPS (load $(cut -d' ' -f1 /proc/loadavg))"
+        local cell="$OUT/real/${strategy}_c${cont}_r${rep}"
+        sample_sockets >"$cell.ss" &
+        local sampler=$!
         for i in $(seq 0 $((WORKERS - 1))); do
           ip netns exec "${TAG}n$i" "$KFRUN" -np $WORKERS -H "$hosts" -self "$SUBNET.$((i + 1))" \
             -port-range 10000-10010 -q -timeout 600s \
@@ -137,6 +152,9 @@ real_part() {
           pids+=($!)
         done
         for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+        kill "$sampler" 2>/dev/null
+        wait "$sampler" 2>/dev/null
+        gzip -f "$cell.ss"
         if [[ -n "$flood" ]]; then
           kill -INT "$flood" 2>/dev/null
           wait "$flood" 2>/dev/null
@@ -149,10 +167,10 @@ real_part() {
           echo "fidelity.sh: a real run failed ($strategy, contention $cont)" >&2
           return 1
         fi
-        grep -o '{.*}' "$WORK/out0" | tail -1 >"$OUT/real/${strategy}_c${cont}_r${rep}.json"
+        grep -o '{.*}' "$WORK/out0" | tail -1 >"$cell.json"
         # Worker 0's two tbf queues (its egress; the bridge port into it): sent, dropped, backlog.
         { tc -s -n "${TAG}n0" qdisc show dev eth0; tc -s -n "${TAG}br" qdisc show dev "${TAG}p0"; } \
-          >"$OUT/real/${strategy}_c${cont}_r${rep}.tc" 2>&1
+          >"$cell.tc" 2>&1
       done
     done
   done
@@ -178,6 +196,8 @@ sim_one() {  # world strategy contention size
   # The flood: two greedy TCP flows from w0's host to a host outside the job (iperf3 -P 2),
   # running from the start; fidelity.py measures the steps that begin after it ramped up.
   ((cont)) && args+=(--set "events=[{contention: {from: w0, to: outside, flows: 2, start: 0s}}]")
+  # ns-3's TCP senders, to set beside the real sockets (`ss`) in the report.
+  [[ "$world" == ns3 ]] && args+=(--set "tcp_samples=100ms")
   if ! "$KFSIM" "$SCENARIO" "${args[@]}" >"$dir.log" 2>&1; then
     echo "fidelity.sh: kfsim failed: $world $strategy contention $cont $size (see $dir.log)" >&2
     tail -5 "$dir.log" >&2

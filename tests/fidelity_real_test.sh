@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # artifact/fidelity.sh's real part at --quick (4 namespaces, 1 and 16 MiB, 3 strategies, with and
-# without the iperf3 flood, one run each): it records every cell and the congestion control the
+# without the iperf3 flood, one run each): it records every cell (kfbench's times and worker 0's
+# sockets, sampled by ss) and the congestion control the
 # namespaces ran, and leaves the host's list of allowed congestion controls as it found it, also
 # when `--tcp` names one the kernel does not have (exit 1, naming --tcp). Skips (exit 77) where
 # namespaces or iperf3 are not available.
@@ -31,8 +32,22 @@ rows = json.loads(open(sys.argv[1]).read())["rows"]
 assert [r["bytes"] for r in rows] == [1 << 20, 16 << 20], rows
 assert all(r["wrong"] == 0 and r["p50_us"] > 0 for r in rows), rows
 PY
+    # Worker 0's sockets sampled while the cell ran; contended, iperf3's among them.
+    ss="$WORK/good/real/${s}_c${c}_r1.ss.gz"
+    samples="$(zcat "$ss")" || fail "$ss: not readable"
+    [[ $(grep -c '^T ' <<<"$samples") -ge 3 ]] || fail "$ss: fewer than 3 samples"
+    if ((c)); then grep -qE ':5201( |$)' <<<"$samples" || fail "$ss: no iperf3 socket sampled"; fi
   done
 done
+PYTHONPATH="$ROOT/analysis" /usr/bin/python3 - "$WORK/good" <<'PY' || fail "kfplot.fidelity.load_sockets"
+import sys
+from pathlib import Path
+from kfplot import fidelity
+stats = fidelity.load_sockets(Path(sys.argv[1]))
+for s in fidelity.STRATEGIES:
+    assert stats[(s, True, "flood")].samples > 0, s
+    assert stats[(s, True, "job")].samples > 0, s
+PY
 
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
   --out "$WORK/bad" --tcp no-such-cc >"$WORK/bad.log" 2>&1
@@ -40,4 +55,4 @@ rc=$?
 [[ $rc -eq 1 ]] || { cat "$WORK/bad.log"; fail "--tcp no-such-cc exited $rc, not 1"; }
 grep -q -- "--tcp no-such-cc" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --tcp"; }
 [[ "$(cat "$ALLOWED")" == "$before" ]] || fail "after a failed run the allowed list is '$(cat "$ALLOWED")'"
-echo "PASS: 6 real cells on cubic; the host's allowed list restored; a bad --tcp refused"
+echo "PASS: 6 real cells on cubic, worker 0's sockets sampled; the host's allowed list restored; a bad --tcp refused"

@@ -456,6 +456,11 @@ TEST(ScenarioErrors, NamedValues) {
     EXPECT_TRUE(p.topology.host_fq_codel);
     EXPECT_FALSE(p.topology.host_tsq);
   }
+  EXPECT_EQ(parse_scenario(kBase + "tcp_samples: 100ms\n", "s.yaml").tcp_samples,
+            std::chrono::milliseconds(100));
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml").tcp_samples.count(), 0);  // off by default
+  expect_parse_error(kBase + "tcp_samples: 10us\n", 3, 14,
+                     "tcp_samples: must be 0 (off) or at least 1ms, got 10us");
   expect_parse_error(kBase + "workload: {model: resnet51}\n", 3, 19,
                      "workload.model: unknown model 'resnet51'");
   expect_parse_error(kBase + "workload: {device: tpu}\n", 3, 20,

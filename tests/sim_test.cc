@@ -2,9 +2,12 @@
 // collective times agree with bandwidth theory, and runs are byte-for-byte reproducible.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "harness.h"
@@ -307,6 +310,53 @@ TEST(SimDeterminism, SameScenarioAndSeedGiveByteIdenticalRecords) {
   EXPECT_NE(events.find("contention,stop"), std::string::npos) << events;
   EXPECT_NE(events.find("straggler,start"), std::string::npos) << events;
   EXPECT_NE(events.find("link,at"), std::string::npos) << events;
+}
+
+TEST(SimTcpSamples, EverySenderIsSampledAndNothingElseChanges) {
+  const auto plain = run_small("a", {});
+  const auto sampled = run_small("tcp", {"tcp_samples=10ms"});
+  EXPECT_FALSE(std::filesystem::exists(plain / "tcp.csv"));
+  // Sampling only reads the senders' state: the run is the same (summary.json counts the
+  // sampler's events among the simulator's).
+  for (const char* file : {"steps.csv", "peers.csv", "collectives.csv", "events.csv", "trace.json"})
+    EXPECT_TRUE(slurp(plain / file) == slurp(sampled / file)) << file;
+
+  std::istringstream csv(slurp(sampled / "tcp.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line,
+            "time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
+            "acked_bytes");
+  std::map<std::string, std::uint64_t> acked;  // per sender: never decreases
+  std::set<std::string> background;
+  int rows = 0, busy = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');)
+      f.push_back(x);
+    ASSERT_EQ(f.size(), 10u) << line;
+    ++rows;
+    const double t = std::stod(f[0]);
+    EXPECT_NEAR(t * 100, std::round(t * 100), 1e-6) << line;  // every 10 ms
+    const std::string sender = f[1] + " " + f[2] + ">" + f[3] + " " + f[4];
+    if (f[1] == "background") background.insert(sender);
+    const std::uint64_t a = std::stoull(f[9]);
+    EXPECT_GE(a, acked[sender]) << line;
+    acked[sender] = a;
+    if (std::stoul(f[8]) > 0) {
+      ++busy;
+      EXPECT_GT(std::stoul(f[5]), 0u) << line;  // a window while data is in flight
+      EXPECT_GT(std::stod(f[7]), 0) << line;    // and an RTT measured by then
+    }
+  }
+  EXPECT_GT(busy, 10);
+  EXPECT_GT(rows, busy);
+  // The contention event's two flows from w0, and runtime connections between workers.
+  EXPECT_EQ(background,
+            (std::set<std::string>{"background w0>outside 0", "background w0>outside 1"}));
+  EXPECT_GT(acked["background w0>outside 0"], 1'000'000u);
+  EXPECT_GT(acked.size(), 4u);
 }
 
 TEST(SimDeterminism, ADifferentSeedChangesTheComputeJitter) {

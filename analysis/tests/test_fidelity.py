@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gzip
 import io
 import json
 import sys
@@ -52,6 +53,26 @@ def fake_out(d: Path, sizes=(MiB, 16 * MiB)) -> Path:
     return d
 
 
+# Two samples of worker 0 as `ss -tinmH` prints it under contention: a ring connection keeping
+# three 64 KB GSO packets in the tbf and an iperf3 stream keeping two (measured), a receiving-only
+# connection and iperf3's idle control connection (both left out), and a socket of neither class.
+SS_SAMPLE = """T 1795363963.396909905
+ESTAB 0 0 10.78.0.1:49652 10.78.0.5:5201
+\t skmem:(r0,rb131072,t0,tb46080,f0,w0,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:0.066/0.042 mss:1448 cwnd:10 bytes_sent:166 send 1755151515bps pacing_rate 3490470808bps delivery_rate 1782153840bps app_limited
+ESTAB 0 912240 10.78.0.1:49668 10.78.0.5:5201
+\t skmem:(r0,rb131072,t131984,tb1193472,f1808,w923888,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:3.995/0.298 mss:1448 cwnd:259 ssthresh:112 bytes_sent:161520845 pacing_rate 901090520bps delivery_rate 272671632bps unacked:90 notsent:781920
+ESTAB 0 740130 10.78.0.1:59262 10.78.0.2:10000
+\t skmem:(r0,rb131072,t197976,tb1516032,f3550,w750114,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:3.813/0.007 mss:1448 cwnd:329 ssthresh:329 pacing_rate 1199138192bps delivery_rate 409382192bps unacked:135 notsent:544650
+ESTAB 0 0 10.78.0.1:10000 10.78.0.4:42412
+\t skmem:(r0,rb2074456,t0,tb46080,f0,w0,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:2.048/0.784 mss:1448 cwnd:10 pacing_rate 113083584bps delivery_rate 5471888bps app_limited
+ESTAB 0 0 10.78.0.1:22 10.78.0.9:50000
+\t skmem:(r0,rb131072,t65992,tb46080,f0,w0,o0,bl0,d0) cubic rtt:1.0/0.5 cwnd:10 unacked:1
+T 1795363963.407000000
+ESTAB 0 740130 10.78.0.1:59262 10.78.0.2:10000
+\t skmem:(r0,rb131072,t131984,tb1516032,f3550,w750114,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:3.9/0.007 mss:1448 cwnd:329 ssthresh:329 pacing_rate 1180000000bps delivery_rate 420000000bps unacked:135
+"""
+
+
 class FidelityTest(unittest.TestCase):
     def test_report(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -71,6 +92,55 @@ class FidelityTest(unittest.TestCase):
             self.assertIn("Real TCP: cubic (ns-3 runs CUBIC).", md)
             for ext in ("png", "pdf"):
                 self.assertGreater((out / f"fidelity.{ext}").stat().st_size, 1000)
+
+    def test_sockets(self):
+        classes = fidelity.parse_ss(SS_SAMPLE)
+        self.assertEqual(sorted(classes), ["flood", "job"])
+        self.assertEqual([s["qdisc"] for s in classes["job"]], [197976, 131984])
+        self.assertEqual(len(classes["flood"]), 1)  # the idle control connection left out
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            (out / "real").mkdir()
+            (out / "real" / "RING_RS_AG_c1_r1.ss.gz").write_bytes(gzip.compress(SS_SAMPLE.encode()))
+            stats = fidelity.load_sockets(out)
+            job = stats[("RING_RS_AG", True, "job")]
+            self.assertEqual((job.samples, job.sockets), (2, 1))
+            self.assertAlmostEqual(job.qdisc_kb, (197.976 + 131.984) / 2)
+            self.assertAlmostEqual(job.srtt_ms, (3.813 + 3.9) / 2)
+            self.assertAlmostEqual(job.pacing_mbps, (1199.138192 + 1180) / 2)
+            flood = stats[("RING_RS_AG", True, "flood")]
+            self.assertEqual((flood.cwnd, flood.delivery_mbps), (259, 272.671632))
+            md = "\n".join(fidelity.sockets_md(stats))
+            self.assertIn("| RING_RS_AG | yes | real | job (1) | 2 | 165 | 329 | 329 | 3.9 | 1190 | "
+                          "415 |", md)
+            # ns-3's senders from kfsim's tcp.csv: worker 0's only, while data is in flight.
+            cell = out / "sim" / "ns3" / "RING_RS_AG_c1_1MiB"
+            cell.mkdir(parents=True)
+            (cell / "tcp.csv").write_text(
+                "time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
+                "acked_bytes\n"
+                "0.1,job,w0,w1,0,144800,0,0.002,0,1000000\n"
+                "0.2,job,w0,w1,0,217200,108600,0.004,130000,6000000\n"
+                "0.2,job,w1,w2,0,14480,0,0.001,14480,500\n"
+                "0.2,background,w0,outside,1,289600,0,0.003,90000,0\n")
+            stats = fidelity.load_sockets(out)
+            job = stats[("RING_RS_AG", True, "ns3 job")]
+            self.assertEqual((job.samples, job.cwnd, job.ssthresh, job.srtt_ms), (1, 150, 75, 4))
+            self.assertAlmostEqual(job.delivery_mbps, 400)  # 5 MB in 0.1 s
+            self.assertEqual(stats[("RING_RS_AG", True, "ns3 flood")].cwnd, 200)
+            md = "\n".join(fidelity.sockets_md(stats))
+            self.assertIn("| RING_RS_AG | yes | ns-3 | job (1) | 1 | - | 150 | 75 | 4.0 | - | 400 |",
+                          md)
+            (cell / "tcp.csv").write_text("time_s,kind\n0.1,job\n")
+            with self.assertRaisesRegex(RecordError, "tcp.csv:2: KeyError"):
+                fidelity.load_sockets(out)
+            (cell / "tcp.csv").unlink()
+            (out / "real" / "STAR_c1_r1.ss.gz").write_bytes(b"not gzip")
+            with self.assertRaisesRegex(RecordError, "STAR_c1_r1.ss.gz: not a gzip file"):
+                fidelity.load_sockets(out)
+        with self.assertRaisesRegex(RecordError, "x.ss:2: an ss line without skmem's t field"):
+            fidelity.parse_ss("ESTAB 0 0 1.1.1.1:10000 2.2.2.2:40000\n\t skmem:(r0) unacked:1\n",
+                              "x.ss")
 
     def test_missing_and_malformed(self):
         with tempfile.TemporaryDirectory() as tmp:

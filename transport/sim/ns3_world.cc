@@ -106,6 +106,12 @@ class Ns3World::Impl {
     std::uint64_t delivered = 0;  // wire bytes of messages handed to dst
   };
 
+  // A TCP sender under Ns3Options::tcp_sample_every: its latest traced state.
+  struct TcpWatch {
+    ns3::Ptr<ns3::Socket> socket;
+    TcpSample now;  // time_s filled when sampled
+  };
+
   struct Background {
     std::vector<ns3::Ptr<ns3::Socket>> senders;
     std::optional<double> rate_bps;
@@ -120,6 +126,9 @@ class Ns3World::Impl {
   void on_readable(Connection& c);
   void lost(int observer, int peer, const std::string& why);
   void pace(int id);
+  void watch_tcp(ns3::Ptr<ns3::Socket> socket, const std::string& kind, int src_node, int dst_node,
+                 int flow);
+  void sample_tcp();
   void spread_over_spines();
   void install_link_end(ns3::Ptr<ns3::NetDevice> device, const LinkSpec& spec, EndQueue queue);
   template <typename Callback>
@@ -159,6 +168,8 @@ class Ns3World::Impl {
   std::map<int, Background> backgrounds;
   std::vector<ns3::Ptr<ns3::Socket>> sinks;
   int next_background = 0;
+  std::vector<std::unique_ptr<TcpWatch>> tcp_watches;
+  std::vector<TcpSample> tcp_samples;
   Ns3Stats stats;
 };
 
@@ -292,6 +303,55 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
                                         }));
             }));
     listeners.push_back(listener);
+  }
+  if (options.tcp_sample_every.count() > 0) {
+    Simulator::Schedule(to_ns3(options.tcp_sample_every), [this] { sample_tcp(); });
+  }
+}
+
+void Ns3World::Impl::watch_tcp(ns3::Ptr<ns3::Socket> socket, const std::string& kind, int src_node,
+                               int dst_node, int flow) {
+  using namespace ns3;
+  if (options.tcp_sample_every.count() == 0) return;
+  auto w = std::make_unique<TcpWatch>();
+  w->socket = socket;
+  w->now.kind = kind;
+  w->now.src = topo.nodes[static_cast<std::size_t>(src_node)].name;
+  w->now.dst = topo.nodes[static_cast<std::size_t>(dst_node)].name;
+  w->now.flow = flow;
+  TcpWatch* t = w.get();
+  const auto connect = [&](const char* trace, const CallbackBase& callback) {
+    if (!socket->TraceConnectWithoutContext(trace, callback)) {
+      throw std::logic_error(std::string("ns-3: TcpSocketBase has no ") + trace + " trace source");
+    }
+  };
+  connect("CongestionWindow",
+          Callback<void, uint32_t, uint32_t>([t](uint32_t, uint32_t v) { t->now.cwnd_bytes = v; }));
+  // Until the first loss or slow-start exit ssthresh is "infinite" (0 in a sample).
+  connect("SlowStartThreshold", Callback<void, uint32_t, uint32_t>([t](uint32_t, uint32_t v) {
+            t->now.ssthresh_bytes = v >= 0x7fffffffu ? 0 : v;
+          }));
+  connect("RTT", Callback<void, Time, Time>([t](Time, Time v) { t->now.srtt_s = v.GetSeconds(); }));
+  connect("BytesInFlight", Callback<void, uint32_t, uint32_t>(
+                               [t](uint32_t, uint32_t v) { t->now.in_flight_bytes = v; }));
+  connect("HighestRxAck", Callback<void, SequenceNumber32, SequenceNumber32>(
+                              [t](SequenceNumber32 old, SequenceNumber32 v) {
+                                if (v > old)
+                                  t->now.acked_bytes += static_cast<std::uint32_t>(v - old);
+                              }));
+  tcp_watches.push_back(std::move(w));
+}
+
+void Ns3World::Impl::sample_tcp() {
+  const double now = ns3::Simulator::Now().GetSeconds();
+  for (const auto& w : tcp_watches) {
+    TcpSample s = w->now;
+    s.time_s = now;
+    tcp_samples.push_back(std::move(s));
+  }
+  // Sampling alone must not keep the simulation going.
+  if (!ns3::Simulator::IsFinished()) {
+    ns3::Simulator::Schedule(to_ns3(options.tcp_sample_every), [this] { sample_tcp(); });
   }
 }
 
@@ -465,6 +525,7 @@ void Ns3World::Impl::open(Connection& c) {
   if (!c.tx->TraceConnectWithoutContext("CongState", MakeCallback(&Impl::count_timeout, this))) {
     throw std::logic_error("ns-3: TcpSocketBase has no CongState trace source");
   }
+  watch_tcp(c.tx, "job", static_cast<int>(src_node), static_cast<int>(dst_node), 0);
   c.tx->Connect(InetSocketAddress(node_address[dst_node], options.port));
 }
 
@@ -603,6 +664,7 @@ int Ns3World::start_background(const std::string& from, const std::string& to,
           Callback<void, Ptr<Socket>>([fill](Ptr<Socket> sock) { fill(sock, 0); }),
           MakeNullCallback<void, Ptr<Socket>>());
     }
+    w.watch_tcp(s, "background", a, b, f);
     s->Connect(InetSocketAddress(w.node_address[static_cast<std::size_t>(b)], port));
     bg.senders.push_back(s);
   }
@@ -654,6 +716,10 @@ void Ns3World::send_bulk(const std::string& from, const std::string& to, std::ui
   // Applications installed mid-run initialize now; their start time is a delay from then.
   sink_app.Start(Seconds(0));
   send_app.Start(Seconds(0));
+}
+
+const std::vector<TcpSample>& Ns3World::tcp_samples() const {
+  return impl_->tcp_samples;
 }
 
 std::map<std::pair<int, int>, std::uint64_t> Ns3World::pair_bytes() const {

@@ -975,7 +975,7 @@ Scenario Reader::build(const Node& root) const {
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "steps", "world", "topology", "workload",
                    "strategy", "optimizer", "chunk", "timeout", "policy", "elastic", "monitoring",
-                   "events", "sweep", "variants"});
+                   "tcp_samples", "events", "sweep", "variants"});
   Scenario sc;
   sc.file = file_;
   sc.name = std::filesystem::path(file_).stem().string();
@@ -1019,6 +1019,12 @@ Scenario Reader::build(const Node& root) const {
   if (const auto v = m.get("timeout")) {
     sc.timeout = duration(*v, "timeout");
     if (sc.timeout.count() == 0) fail(*v, "timeout", "must be positive, got " + v->Scalar());
+  }
+  if (const auto v = m.get("tcp_samples")) {
+    sc.tcp_samples = duration(*v, "tcp_samples");
+    if (sc.tcp_samples.count() != 0 && sc.tcp_samples < std::chrono::milliseconds(1)) {
+      fail(*v, "tcp_samples", "must be 0 (off) or at least 1ms, got " + v->Scalar());
+    }
   }
   if (const auto v = m.get("policy")) sc.policies = policies(*v);
   if (const auto v = m.get("monitoring")) {

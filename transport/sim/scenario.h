@@ -190,6 +190,9 @@ struct Scenario {
   std::vector<PolicySpec> policies;
   ElasticConfig elastic;
   int ping_every = 0;  // monitoring: probe every peer's latency every N steps (0: never)
+  // ns-3 world: every TCP sender's state (cwnd, ssthresh, srtt, bytes in flight, bytes acked)
+  // every this often into tcp.csv; 0: never. The flow world has no TCP and ignores it.
+  std::chrono::nanoseconds tcp_samples{0};
   std::optional<Sweep> sweep;
   std::vector<Variant> variants;  // empty: one run of this scenario
 };

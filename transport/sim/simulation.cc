@@ -94,7 +94,8 @@ std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology&
     return std::make_unique<Ns3World>(topo, Ns3Options{.seed = sc.seed,
                                                        .compute_jitter = sc.workload.compute_jitter,
                                                        .host_fq_codel = sc.topology.host_fq_codel,
-                                                       .host_tsq = sc.topology.host_tsq});
+                                                       .host_tsq = sc.topology.host_tsq,
+                                                       .tcp_sample_every = sc.tcp_samples});
   }
   throw std::invalid_argument("unknown world '" + sc.world + "'");
 #else
@@ -310,6 +311,21 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
     world_stats_["solved_flows"] = flow->flow_stats().solved_flows;
     world_stats_["connections"] = flow->flow_stats().connections;
   }
+#ifdef KF_WITH_NS3
+  if (const auto* ns3 = dynamic_cast<const Ns3World*>(&world)) {
+    const auto& samples = ns3->tcp_samples();
+    if (!samples.empty()) {
+      tcp_csv_ =
+          "time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
+          "acked_bytes\n";
+      for (const TcpSample& t : samples) {
+        tcp_csv_ += fmt::format("{:.6f},{},{},{},{},{},{},{:.9f},{},{}\n", t.time_s, t.kind, t.src,
+                                t.dst, t.flow, t.cwnd_bytes, t.ssthresh_bytes, t.srtt_s,
+                                t.in_flight_bytes, t.acked_bytes);
+      }
+    }
+  }
+#endif
   // Trainers (and their engines) before the world: engine destructors complete what is pending.
   trainers.clear();
   membership.reset();
@@ -370,14 +386,21 @@ nlohmann::json Simulation::perf() const {
            wall_seconds_ > 0 ? simulated_seconds_ / wall_seconds_ : 0.0}};
 }
 
-void Simulation::write(const std::string& dir) const {
-  recorder_.write(dir, summary());
-  const std::string path = dir + "/perf.json";
+namespace {
+
+void write_text_file(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) throw std::runtime_error("cannot write " + path);
-  const std::string text = perf().dump(2) + "\n";
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !ok) throw std::runtime_error("error writing " + path);
+}
+
+}  // namespace
+
+void Simulation::write(const std::string& dir) const {
+  recorder_.write(dir, summary());
+  write_text_file(dir + "/perf.json", perf().dump(2) + "\n");
+  if (!tcp_csv_.empty()) write_text_file(dir + "/tcp.csv", tcp_csv_);
 }
 
 }  // namespace kf

@@ -32,7 +32,8 @@ class Simulation {
   const RunRecorder& recorder() const { return recorder_; }
   nlohmann::json summary() const;  // deterministic: the same scenario and seed, the same bytes
   nlohmann::json perf() const;     // wall-clock figures: events/s, simulated s per wall s
-  // steps.csv, collectives.csv, events.csv, summary.json, trace.json and perf.json into `dir`.
+  // steps.csv, collectives.csv, events.csv, summary.json, trace.json and perf.json into `dir`;
+  // tcp.csv too when the scenario sets tcp_samples and the world is ns-3.
   void write(const std::string& dir) const;
 
  private:
@@ -40,6 +41,7 @@ class Simulation {
   RunRecorder recorder_;
   std::vector<EventWindow> windows_;
   nlohmann::json world_stats_;
+  std::string tcp_csv_;  // the ns-3 world's TCP samples, empty if none
   double wall_seconds_ = 0;
   double simulated_seconds_ = 0;
   std::uint64_t simulator_events_ = 0;
