@@ -214,7 +214,8 @@ def load_sockets(out: Path) -> dict[tuple[str, bool, str], SocketStats]:
 
     return {k: SocketStats(samples=len(v), sockets=len({s["socket"] for s in v}),
                            qdisc_kb=med(v, "qdisc", 1 / 1000), cwnd=med(v, "cwnd"),
-                           ssthresh=med(v, "ssthresh"), srtt_ms=med(v, "srtt"), pacing_mbps=med(v, "pacing", 1e-6),
+                           ssthresh=med(v, "ssthresh"), srtt_ms=med(v, "srtt"),
+                           pacing_mbps=med(v, "pacing", 1e-6),
                            delivery_mbps=med(v, "delivery", 1e-6))
             for k, v in merged.items() if v}
 
@@ -445,9 +446,10 @@ DISCUSSION = """## What the worlds leave out
   by turns, are 13-21% faster than real STAR contended at 4-64 MiB. The simulated flood is as old
   as the run; the real one is 2 s older than kfbench, whose sizes run one after another.
 - **Slow start in ns-3.** ns-3's CUBIC leaves slow start at 16-17 segments here (ssthresh 17 in
-  the table where no loss set it later; Linux: 112-493): its HyStart packet-train test compares an ACK
-  train with the minimum RTT, which it measures from the timestamp option in whole milliseconds
-  (0 ms, taken as 1 us, on these paths). The windows then grow in congestion avoidance, and the
+  the table where no loss set it later; Linux: 112-493): its HyStart packet-train test compares
+  an ACK train with the minimum RTT, which it measures from the timestamp option in whole
+  milliseconds (0 ms, taken as 1 us, on these paths). Linux's HyStart on microsecond samples
+  (git branch `experiment/tsq-fifo`, `KF_LINUX_HS=1`) left these cells unchanged. The windows then grow in congestion avoidance, and the
   lossless host queue lets them.
 - **Congestion control.** ns-3 runs CUBIC and `fidelity.sh` pins the real namespaces to it
   (`--tcp`, recorded in `real/tcp.txt`). Under BBR, this machine's kernel default, the real

@@ -111,8 +111,8 @@ class FidelityTest(unittest.TestCase):
             flood = stats[("RING_RS_AG", True, "flood")]
             self.assertEqual((flood.cwnd, flood.delivery_mbps), (259, 272.671632))
             md = "\n".join(fidelity.sockets_md(stats))
-            self.assertIn("| RING_RS_AG | yes | real | job (1) | 2 | 165 | 329 | 329 | 3.9 | 1190 | "
-                          "415 |", md)
+            self.assertIn("| RING_RS_AG | yes | real | job (1) | 2 | 165 | 329 | 329 | 3.9 | "
+                          "1190 | 415 |", md)
             # ns-3's senders from kfsim's tcp.csv: worker 0's only, while data is in flight.
             cell = out / "sim" / "ns3" / "RING_RS_AG_c1_1MiB"
             cell.mkdir(parents=True)

@@ -106,10 +106,10 @@ class Ns3World::Impl {
     std::uint64_t delivered = 0;  // wire bytes of messages handed to dst
   };
 
-  // A TCP sender under Ns3Options::tcp_sample_every: its latest traced state.
+  // A TCP sender under Ns3Options::tcp_sample_every: its latest traced state (time_s is filled
+  // when sampled).
   struct TcpWatch {
-    ns3::Ptr<ns3::Socket> socket;
-    TcpSample now;  // time_s filled when sampled
+    TcpSample now;
   };
 
   struct Background {
@@ -314,7 +314,6 @@ void Ns3World::Impl::watch_tcp(ns3::Ptr<ns3::Socket> socket, const std::string& 
   using namespace ns3;
   if (options.tcp_sample_every.count() == 0) return;
   auto w = std::make_unique<TcpWatch>();
-  w->socket = socket;
   w->now.kind = kind;
   w->now.src = topo.nodes[static_cast<std::size_t>(src_node)].name;
   w->now.dst = topo.nodes[static_cast<std::size_t>(dst_node)].name;
