@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # artifact/fidelity.sh's real part at --quick (4 namespaces, 1 and 16 MiB, 3 strategies, with and
 # without the iperf3 flood, one run each): it records every cell (kfbench's times and worker 0's
-# sockets, sampled by ss) and the congestion control the
-# namespaces ran, and leaves the host's list of allowed congestion controls as it found it, also
-# when `--tcp` names one the kernel does not have (exit 1, naming --tcp). Skips (exit 77) where
-# namespaces or iperf3 are not available.
+# sockets, sampled by ss) and the congestion control the namespaces ran, and leaves the host's
+# list of allowed congestion controls as it found it, also when `--tcp` names one the kernel does
+# not have (exit 1, naming --tcp). Skips (exit 77) where namespaces or iperf3 are not available.
 #   fidelity_real_test.sh BUILD_DIR
 set -uo pipefail
 BUILD="$1"
