@@ -29,6 +29,7 @@ from statistics import median
 from typing import Iterable, Optional, Sequence
 
 from .records import RecordError
+from .tcp import MSS, load_tcp
 
 STRATEGIES = ("STAR", "BINARY_TREE_STAR", "RING_RS_AG")
 WORLDS = ("ns3", "flow")
@@ -92,7 +93,6 @@ def load_real(out: Path) -> dict[tuple[str, int, bool], float]:
 
 
 JOB_PORTS = range(10000, 10011)  # fidelity.sh's kfrun -port-range
-MSS = 1448  # bytes per segment at MTU 1500 with timestamps, both worlds
 FLOOD_PORT = 5201  # iperf3
 
 
@@ -159,31 +159,22 @@ def parse_tcp_csv(path: Path, host: str = "w0") -> dict[str, list[dict[str, floa
     with data in flight, in parse_ss's units (cwnd in segments, srtt in ms, rates in bit/s; the
     delivery rate is the bytes acknowledged since the sender's previous sample)."""
     out: dict[str, list[dict[str, float]]] = defaultdict(list)
-    last: dict[tuple[str, str, str], tuple[float, float]] = {}
-    try:
-        with path.open(newline="") as f:
-            for n, r in enumerate(csv.DictReader(f), 2):
-                try:
-                    if r["src"] != host:
-                        continue
-                    key = (r["kind"], r["dst"], r["flow"])
-                    t, acked = float(r["time_s"]), float(r["acked_bytes"])
-                    prev = last.get(key)
-                    last[key] = (t, acked)
-                    if int(r["in_flight_bytes"]) == 0:
-                        continue
-                    sample = {"socket": "-".join(key), "cwnd": int(r["cwnd_bytes"]) / MSS}
-                    if int(r["ssthresh_bytes"]) > 0:
-                        sample["ssthresh"] = int(r["ssthresh_bytes"]) / MSS
-                    if float(r["srtt_s"]) > 0:
-                        sample["srtt"] = float(r["srtt_s"]) * 1000
-                    if prev is not None and t > prev[0]:
-                        sample["delivery"] = (acked - prev[1]) * 8 / (t - prev[0])
-                    out["job" if r["kind"] == "job" else "flood"].append(sample)
-                except (KeyError, TypeError, ValueError) as e:
-                    raise RecordError(f"{path}:{n}: {e!r}") from None
-    except OSError as e:
-        raise RecordError(f"{path}: {e.strerror}") from None
+    last: dict[str, tuple[float, float]] = {}
+    for r in load_tcp(path):
+        if r.src != host:
+            continue
+        prev = last.get(r.sender)
+        last[r.sender] = (r.time_s, r.acked_bytes)
+        if r.in_flight_bytes == 0:
+            continue
+        sample = {"socket": r.sender, "cwnd": r.cwnd_bytes / MSS}
+        if r.ssthresh_bytes > 0:
+            sample["ssthresh"] = r.ssthresh_bytes / MSS
+        if r.srtt_s > 0:
+            sample["srtt"] = r.srtt_s * 1000
+        if prev is not None and r.time_s > prev[0]:
+            sample["delivery"] = (r.acked_bytes - prev[1]) * 8 / (r.time_s - prev[0])
+        out["job" if r.kind == "job" else "flood"].append(sample)
     return out
 
 

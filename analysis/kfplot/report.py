@@ -8,13 +8,15 @@ from typing import Sequence
 from . import accuracy as acc
 from . import busbw as bw
 from . import scaling as sc
+from . import tcp
 from . import timeline as tl
 from .records import (Bench, RecordError, Run, is_run_dir, load_kfbench, load_run, load_sweep,
                       sub_runs)
 
 
 def plot_run(run: Run, out: Path) -> list[Path]:
-    """Throughput timeline, cluster size, accuracy (numeric workloads), busbw (when collectives)."""
+    """Throughput timeline, cluster size, accuracy (numeric workloads), busbw (when collectives),
+    the TCP senders (when the ns-3 world sampled them: tcp.csv)."""
     written = tl.throughput_timeline([run], out / "throughput")
     written += tl.cluster_size([run], out / "cluster_size")
     if acc.has_value(run):
@@ -22,6 +24,10 @@ def plot_run(run: Run, out: Path) -> list[Path]:
         written += acc.accuracy([run], out / "accuracy", target=target)
     if bw.run_busbw(run):
         written += bw.busbw([run], base=out / "busbw")
+    if (run.path / "tcp.csv").is_file():
+        rows = tcp.load_tcp(run.path / "tcp.csv")
+        if rows:
+            written += tcp.tcp_timeline(run, rows, out / "tcp")
     return written
 
 

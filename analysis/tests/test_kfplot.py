@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover
     raise unittest.SkipTest("matplotlib missing: apt-get install python3-matplotlib python3-numpy")
 
-from kfplot import busbw, records, report  # noqa: E402
+from kfplot import busbw, records, report, tcp  # noqa: E402
 from kfplot.records import RecordError  # noqa: E402
 
 STEPS_HEADER = ("rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size,"
@@ -184,6 +184,29 @@ class PlotTest(unittest.TestCase):
         written = report.plot_paths([d])
         self.assert_plots(d, ["throughput", "cluster_size", "accuracy", "busbw"])
         self.assertEqual(len(written), 8)
+
+    def test_tcp_senders(self) -> None:
+        d = write_run(self.dir / "run")
+        lines = ["time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
+                 "acked_bytes"]
+        for i in range(1, 60):
+            t = i * 0.1
+            for dst, scale in (("w1", 3), ("w2", 1)):
+                lines.append(f"{t:.6f},job,w0,{dst},0,{14480 * i},0,0.002,14480,{i * scale * 1000}")
+            lines.append(f"{t:.6f},background,w0,outside,1,{28960 * i},144800,0.004,28960,{i}")
+        (d / "tcp.csv").write_text("\n".join(lines) + "\n")
+        rows = tcp.load_tcp(d / "tcp.csv")
+        self.assertEqual(len(rows), 59 * 3)
+        self.assertEqual(rows[2].sender, "w0->outside #1")
+        # Background flows first, then the runtime's connections by bytes acknowledged.
+        self.assertEqual(tcp.busiest(rows), ["w0->outside #1", "w0->w1", "w0->w2"])
+        self.assertEqual(tcp.busiest(rows, 2), ["w0->outside #1", "w0->w1"])
+        written = report.plot_paths([d])
+        self.assert_plots(d, ["tcp"])
+        self.assertEqual(len(written), 10)
+        (d / "tcp.csv").write_text("time_s,kind,src\n0.1,job,w0\n")
+        with self.assertRaisesRegex(RecordError, "tcp.csv:2: KeyError"):
+            report.plot_paths([d])
 
     def test_busbw_from_collectives(self) -> None:
         run = records.load_run(write_run(self.dir / "run"))
