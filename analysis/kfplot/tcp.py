@@ -17,7 +17,7 @@ from typing import Sequence
 
 from .records import RecordError, Run
 from .style import SLIDE, plt, save
-from .timeline import _shade, colours
+from .timeline import colours, shade_events
 
 MSS = 1448  # bytes per segment at MTU 1500 with timestamps (the fidelity twin's links)
 SHOWN = 8  # senders drawn: the background flows, then the runtime's by bytes acknowledged
@@ -88,7 +88,7 @@ def tcp_timeline(run: Run, rows: Sequence[TcpRow], base: Path | str) -> list[Pat
         rtt.plot([r.time_s for r in timed], [r.srtt_s * 1000 for r in timed], style, color=c,
                  lw=1.5)
     for ax in (cw, rtt):
-        _shade(ax, [run], "time")
+        shade_events(ax, [run], "time")
         ax.set_ylim(bottom=0)
     cw.set_ylabel("cwnd (MB)")
     rtt.set_ylabel("srtt (ms)")

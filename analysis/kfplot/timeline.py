@@ -23,7 +23,7 @@ def _time_to_step(run: Run, t: float) -> float:
     return float(steps[-1].step + 1) if steps else 0.0
 
 
-def _shade(ax, runs: Sequence[Run], by: str) -> None:
+def shade_events(ax, runs: Sequence[Run], by: str) -> None:
     seen: set[tuple] = set()
     for run in runs:
         for w in run.windows():
@@ -72,7 +72,7 @@ def throughput_timeline(runs: Sequence[Run], base: Path | str, by: str = "time",
         steps = run.cluster_steps()
         ax.plot(_x(run, by), [s.throughput for s in steps], marker="o", ms=3.5, color=c,
                 label=f"{run.label} ({run.throughput():.1f} samples/s overall)")
-    _shade(ax, runs, by)
+    shade_events(ax, runs, by)
     _mark_adaptations(ax, runs, by, cs)
     ax.set_xlabel("simulated / wall time (s)" if by == "time" else "training step")
     ax.set_ylabel("cluster throughput (samples/s)")
@@ -95,7 +95,7 @@ def cluster_size(runs: Sequence[Run], base: Path | str, title: str | None = None
             ys += [s.cluster_size, s.cluster_size]
             top = max(top, s.cluster_size)
         ax.plot(xs, ys, color=c, label=run.label, drawstyle="steps-post")
-    _shade(ax, runs, "time")
+    shade_events(ax, runs, "time")
     _mark_adaptations(ax, [r for r in runs], "time", cs)
     ax.set_xlabel("simulated / wall time (s)")
     ax.set_ylabel("cluster size (workers)")
