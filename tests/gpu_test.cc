@@ -4,8 +4,9 @@
 // pipeline and staged allreduce on a host-memory fake Device (runtime/device.h), and the clear
 // failures of the GPU entry points (GpuContext::open, GpuPeer with NCCL, kfbench --device cuda).
 // With a GPU they also check the CUDA reduction kernels against the CPU kernels bit for bit for
-// every dtype and op, and the NCCL, NCCL_HIERARCHICAL and STAGED allreduce paths (one GPU: single
-// ranks, and two "hosts" of one worker each; two or more GPUs: NCCL across ranks and forests).
+// every dtype and op (random data, and special values: inf, NaN, subnormals), and the NCCL,
+// NCCL_HIERARCHICAL and STAGED allreduce paths (one GPU: single ranks, and two "hosts" of one
+// worker each; two or more GPUs: NCCL across ranks and forests).
 // Tests that need a GPU skip with "no CUDA device: ..." when there is none.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -395,6 +397,129 @@ TEST_P(GpuKernels, MatchTheCpuKernelsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(AllDTypesAndOps, GpuKernels,
                          ::testing::Combine(::testing::ValuesIn(kAllDTypes),
                                             ::testing::ValuesIn(kAllReduceOps)),
+                         [](const auto& p) {
+                           return std::string(dtype_name(std::get<0>(p.param))) + "_" +
+                                  std::string(reduce_op_name(std::get<1>(p.param)));
+                         });
+
+// Infinities, NaNs (with payloads), signed zeros, subnormals and the largest finite values, in
+// every pairing, on the vector path (aligned) and the element path (misaligned). A finite result
+// must equal the CPU's bit for bit; where the CPU makes a NaN the GPU must too (NaN payloads made
+// by arithmetic differ between x86 and the GPU, which returns its canonical NaN).
+class GpuKernelSpecials : public ::testing::TestWithParam<std::tuple<DType, ReduceOp>> {};
+
+std::vector<double> special_values(DType t) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // The largest finite value and the smallest subnormal of each format.
+  const double big = t == DType::f16    ? 65504.0
+                     : t == DType::bf16 ? 3.3895313892515355e38
+                     : t == DType::f32  ? 3.4028234663852886e38
+                                        : 1.7976931348623157e308;
+  const double tiny = t == DType::f16    ? 5.960464477539063e-08
+                      : t == DType::bf16 ? 9.183549615799121e-41
+                      : t == DType::f32  ? 1.401298464324817e-45
+                                         : 4.9406564584124654e-324;
+  return {0.0, -0.0, 1.0, -1.5, inf, -inf, big, -big, tiny, -tiny, 3.0e4, 0.5};
+}
+
+TEST_P(GpuKernelSpecials, AgreeWithTheCpuKernels) {
+  KF_NEED_GPU();
+  const auto [dtype, op] = GetParam();
+  const std::size_t elem = dtype_size(dtype);
+  const auto values = special_values(dtype);
+  // Every (a, b) pairing of the values plus NaNs with payloads, repeated to fill whole vectors.
+  std::vector<double> as, bs;
+  for (double x : values)
+    for (double y : values) {
+      as.push_back(x);
+      bs.push_back(y);
+    }
+  const std::size_t pairs = as.size();
+  const std::size_t count = 4 * pairs + 8;  // room for NaN rows
+  std::vector<std::byte> a(count * elem), b(count * elem);
+  {
+    Buffer ta(count, dtype), tb(count, dtype);
+    for (std::size_t i = 0; i < count; ++i) {
+      testing::store(ta.view(), i, as[i % pairs]);
+      testing::store(tb.view(), i, bs[(i / pairs + i) % pairs]);
+    }
+    std::memcpy(a.data(), ta.view().data(), a.size());
+    std::memcpy(b.data(), tb.view().data(), b.size());
+  }
+  // NaNs with payloads, in a and in b, beside ordinary values in the same vector.
+  auto put_nan = [&](std::vector<std::byte>& v, std::size_t i, std::uint64_t payload) {
+    switch (dtype) {
+      case DType::f16: {
+        const std::uint16_t h = static_cast<std::uint16_t>(0x7c00u | (payload & 0x3ffu) | 1u);
+        std::memcpy(v.data() + i * elem, &h, elem);
+        break;
+      }
+      case DType::bf16: {
+        const std::uint16_t h = static_cast<std::uint16_t>(0x7f80u | (payload & 0x7fu) | 1u);
+        std::memcpy(v.data() + i * elem, &h, elem);
+        break;
+      }
+      case DType::f32: {
+        const std::uint32_t f =
+            0x7f800000u | (static_cast<std::uint32_t>(payload) & 0x7fffffu) | 1u;
+        std::memcpy(v.data() + i * elem, &f, elem);
+        break;
+      }
+      default: {
+        const std::uint64_t d = 0x7ff0000000000000ull | (payload & 0xfffffffffffffull) | 1u;
+        std::memcpy(v.data() + i * elem, &d, elem);
+        break;
+      }
+    }
+  };
+  for (std::size_t k = 0; k < 8; ++k) {
+    put_nan(a, count - 8 + k, 0x155 + k);
+    put_nan(b, 3 + 5 * k, 0x2aa + k);
+  }
+  auto is_nan = [&](const std::byte* p) {
+    ConstBufferView v(p, 1, dtype);
+    const double x = testing::load(v, 0);
+    return x != x;
+  };
+  for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+    const std::size_t n = count - offset;
+    auto want = a;
+    reduce_into(want.data() + offset * elem, b.data() + offset * elem, n, dtype, op);
+    void *da = nullptr, *db = nullptr;
+    ASSERT_EQ(cudaMalloc(&da, a.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&db, b.size()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(da, a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db, b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(
+        gpu::launch_reduce(static_cast<std::byte*>(da) + offset * elem,
+                           static_cast<std::byte*>(db) + offset * elem, n, dtype, op, nullptr, 0),
+        cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<std::byte> got(a.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), da, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(da);
+    cudaFree(db);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::byte* g = got.data() + i * elem;
+      const std::byte* w = want.data() + i * elem;
+      if (is_nan(w)) {
+        EXPECT_TRUE(is_nan(g)) << dtype_name(dtype) << " " << reduce_op_name(op) << " offset "
+                               << offset << ": element " << i << " should be NaN";
+      } else {
+        ASSERT_EQ(std::memcmp(g, w, elem), 0)
+            << dtype_name(dtype) << " " << reduce_op_name(op) << " offset " << offset
+            << ": element " << i << " differs (" << testing::load(ConstBufferView(g, 1, dtype), 0)
+            << " vs " << testing::load(ConstBufferView(w, 1, dtype), 0) << ")";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatingDTypes, GpuKernelSpecials,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16, DType::f32,
+                                                              DType::f64),
+                                            ::testing::Values(ReduceOp::sum, ReduceOp::min,
+                                                              ReduceOp::max, ReduceOp::prod)),
                          [](const auto& p) {
                            return std::string(dtype_name(std::get<0>(p.param))) + "_" +
                                   std::string(reduce_op_name(std::get<1>(p.param)));

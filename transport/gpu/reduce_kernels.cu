@@ -118,6 +118,37 @@ union Pack {
   S e[16 / sizeof(S)];
 };
 
+// Two f16 elements packed in a word, through the paired conversions (one instruction per two
+// elements each way): the element path spends most of its time converting, not moving bytes.
+// The result is that of Half<F16Fmt, Op>::apply on each half (the same float arithmetic and
+// rounding); words holding a NaN take that element path, which keeps NaN payloads.
+template <class Op>
+__device__ __forceinline__ std::uint32_t f16_pair(std::uint32_t a, std::uint32_t b) {
+  if (__vcmpgtu2(a & 0x7fff7fffu, 0x7c007c00u) | __vcmpgtu2(b & 0x7fff7fffu, 0x7c007c00u)) {
+    using E = Half<F16Fmt, Op>;
+    const auto lo = E::apply(static_cast<std::uint16_t>(a), static_cast<std::uint16_t>(b));
+    const auto hi =
+        E::apply(static_cast<std::uint16_t>(a >> 16), static_cast<std::uint16_t>(b >> 16));
+    return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+  }
+  __half2_raw ra, rb;
+  ra.x = static_cast<unsigned short>(a);
+  ra.y = static_cast<unsigned short>(a >> 16);
+  rb.x = static_cast<unsigned short>(b);
+  rb.y = static_cast<unsigned short>(b >> 16);
+  const float2 fa = __half22float2(__half2(ra));
+  const float2 fb = __half22float2(__half2(rb));
+  const __half2_raw r = __floats2half2_rn(Op::apply(fa.x, fb.x), Op::apply(fa.y, fb.y));
+  return static_cast<std::uint32_t>(r.x) | (static_cast<std::uint32_t>(r.y) << 16);
+}
+
+template <class E>
+struct IsF16 : std::false_type {};
+template <class Op>
+struct IsF16<Half<F16Fmt, Op>> : std::true_type {
+  using OpT = Op;
+};
+
 // out may alias a; b is only read.
 template <class E>
 __global__ void reduce_vec(typename E::S* out, const typename E::S* a,
@@ -134,9 +165,17 @@ __global__ void reduce_vec(typename E::S* out, const typename E::S* a,
     Pack<S> x, y;
     x.v = a4[i];
     y.v = __ldg(b4 + i);
+    if constexpr (IsF16<E>::value) {
+      using Op = typename IsF16<E>::OpT;
+      x.v.x = f16_pair<Op>(x.v.x, y.v.x);
+      x.v.y = f16_pair<Op>(x.v.y, y.v.y);
+      x.v.z = f16_pair<Op>(x.v.z, y.v.z);
+      x.v.w = f16_pair<Op>(x.v.w, y.v.w);
+    } else {
 #pragma unroll
-    for (int k = 0; k < V; ++k)
-      x.e[k] = E::apply(x.e[k], y.e[k]);
+      for (int k = 0; k < V; ++k)
+        x.e[k] = E::apply(x.e[k], y.e[k]);
+    }
     o4[i] = x.v;
   }
   for (std::size_t i = nvec * V + tid; i < n; i += stride)
