@@ -171,6 +171,10 @@ class CudaGpuContext final : public GpuContext {
   }
 
   void nccl_allreduce(Engine& engine, DeviceAllreduceOptions o, DoneCallback done);
+  // One ncclAllReduce over `group` (a copy when it has no communicator; u16/i16 by allgather and
+  // a fold in rank order), waited for by watch().
+  void allreduce_in_group(Group& group, Engine& engine, const DeviceAllreduceOptions& o,
+                          Duration timeout, DoneCallback done);
   void hierarchical_allreduce(Engine& engine, DeviceAllreduceOptions o, DoneCallback done);
   void staged(Engine& engine, DeviceAllreduceOptions o, DoneCallback done);
 
@@ -502,55 +506,62 @@ void CudaGpuContext::nccl_allreduce(Engine& engine, DeviceAllreduceOptions o, Do
           e->reject(std::move(done), device_op_error("allreduce", o.name, e->rank(), s));
           return;
         }
-        const std::size_t elem = dtype_size(o.dtype);
-        const std::size_t bytes = o.count * elem;
-        std::byte* scratch = nullptr;
-        Status q = device_->bind();
-        if (q.ok() && (!g->comm || (g->comm->size() == 1 && !nccl_dtype(o.dtype)))) {
-          if (o.output != o.input)
-            q = device_->copy(o.output, o.input, bytes, CopyKind::device_to_device, *g->stream);
-        } else if (q.ok() && nccl_dtype(o.dtype)) {
-          q = nccl_status(ncclAllReduce(o.input, o.output, o.count, *nccl_dtype(o.dtype),
-                                        nccl_op(o.op), g->comm->get(), native(*g->stream)),
-                          fmt::format("ncclAllReduce({} x {}, {})", o.count, dtype_name(o.dtype),
-                                      reduce_op_name(o.op)),
-                          g->comm->where(), g->comm->get());
-        } else if (q.ok()) {
-          // u16 / i16: gather every rank's buffer, then fold them in rank order on the device.
-          const int n = g->comm->size();
-          void* p = nullptr;
-          q = device_->allocate(bytes * static_cast<std::size_t>(n), &p);
-          scratch = static_cast<std::byte*>(p);
-          if (q.ok()) {
-            q = nccl_status(ncclAllGather(o.input, scratch, bytes, ncclUint8, g->comm->get(),
-                                          native(*g->stream)),
-                            fmt::format("ncclAllGather({} bytes)", bytes), g->comm->where(),
-                            g->comm->get());
-          }
-          if (q.ok()) {
-            q = cuda_status(
-                gpu::launch_reduce_to(o.output, scratch, scratch + bytes, o.count, o.dtype, o.op,
-                                      native(*g->stream), device_->info().multiprocessors),
-                "reduce kernel (allgathered)", device_->where());
-          }
-          for (int r = 2; q.ok() && r < n; ++r) {
-            q = device_->reduce(o.output, scratch + static_cast<std::size_t>(r) * bytes, o.count,
-                                o.dtype, o.op, *g->stream);
-          }
-        }
-        auto finish = std::make_shared<std::function<void(Status)>>(
-            [this, e, scratch, name = o.name, done = std::move(done)](Status st) mutable {
-              if (scratch != nullptr) device_->release(scratch);
-              e->reject(std::move(done),
-                        st.ok() ? st : device_op_error("allreduce", name, e->rank(), st));
-            });
-        if (q.ok()) {
-          q = watch(*g, e->executor(), timeout, [finish](Status st) { (*finish)(std::move(st)); });
-          if (q.ok()) return;
-        }
-        (void)device_->synchronize(*g->stream);  // nothing may still use the scratch
-        (*finish)(q);
+        allreduce_in_group(*g, *e, o, timeout, std::move(done));
       });
+}
+
+void CudaGpuContext::allreduce_in_group(Group& group, Engine& engine,
+                                        const DeviceAllreduceOptions& o, Duration timeout,
+                                        DoneCallback done) {
+  Group* g = &group;
+  Engine* e = &engine;
+  const std::size_t elem = dtype_size(o.dtype);
+  const std::size_t bytes = o.count * elem;
+  std::byte* scratch = nullptr;
+  Status q = device_->bind();
+  if (q.ok() && (!g->comm || (g->comm->size() == 1 && !nccl_dtype(o.dtype)))) {
+    if (o.output != o.input)
+      q = device_->copy(o.output, o.input, bytes, CopyKind::device_to_device, *g->stream);
+  } else if (q.ok() && nccl_dtype(o.dtype)) {
+    q = nccl_status(ncclAllReduce(o.input, o.output, o.count, *nccl_dtype(o.dtype), nccl_op(o.op),
+                                  g->comm->get(), native(*g->stream)),
+                    fmt::format("ncclAllReduce({} x {}, {})", o.count, dtype_name(o.dtype),
+                                reduce_op_name(o.op)),
+                    g->comm->where(), g->comm->get());
+  } else if (q.ok()) {
+    // u16 / i16: gather every rank's buffer, then fold them in rank order on the device.
+    const int n = g->comm->size();
+    void* p = nullptr;
+    q = device_->allocate(bytes * static_cast<std::size_t>(n), &p);
+    scratch = static_cast<std::byte*>(p);
+    if (q.ok()) {
+      q = nccl_status(
+          ncclAllGather(o.input, scratch, bytes, ncclUint8, g->comm->get(), native(*g->stream)),
+          fmt::format("ncclAllGather({} bytes)", bytes), g->comm->where(), g->comm->get());
+    }
+    if (q.ok()) {
+      q = cuda_status(
+          gpu::launch_reduce_to(o.output, scratch, scratch + bytes, o.count, o.dtype, o.op,
+                                native(*g->stream), device_->info().multiprocessors),
+          "reduce kernel (allgathered)", device_->where());
+    }
+    for (int r = 2; q.ok() && r < n; ++r) {
+      q = device_->reduce(o.output, scratch + static_cast<std::size_t>(r) * bytes, o.count, o.dtype,
+                          o.op, *g->stream);
+    }
+  }
+  auto finish = std::make_shared<std::function<void(Status)>>(
+      [this, e, scratch, name = o.name, done = std::move(done)](Status st) mutable {
+        if (scratch != nullptr) device_->release(scratch);
+        e->reject(std::move(done),
+                  st.ok() ? st : device_op_error("allreduce", name, e->rank(), st));
+      });
+  if (q.ok()) {
+    q = watch(*g, e->executor(), timeout, [finish](Status st) { (*finish)(std::move(st)); });
+    if (q.ok()) return;
+  }
+  (void)device_->synchronize(*g->stream);  // nothing may still use the scratch
+  (*finish)(q);
 }
 
 void CudaGpuContext::hierarchical_allreduce(Engine& engine, DeviceAllreduceOptions o,
@@ -567,6 +578,12 @@ void CudaGpuContext::hierarchical_allreduce(Engine& engine, DeviceAllreduceOptio
         const auto host_of = e->cluster().host_of();
         const std::vector<int> masters = host_masters(host_of);
         const bool multi_host = masters.size() > 1;
+        if (!multi_host) {
+          // One host: reduce + broadcast inside it is an allreduce on the local communicator,
+          // issued whole (no pieces: nothing is staged through the host).
+          allreduce_in_group(*g, *e, o, timeout, std::move(done));
+          return;
+        }
         const bool master = g->spec.members.front() == e->rank();
         // Across hosts: a binary tree over the host masters (every other rank alone in its tree).
         std::vector<int> forest(static_cast<std::size_t>(e->size()));
