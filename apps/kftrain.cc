@@ -207,8 +207,12 @@ int main(int argc, char** argv) {
         std::string values;
         for (const auto& [name, value] : s.metrics.values)
           values += fmt::format(" {}={:.4g}", name, value);
+        // With -gpu the gradients go by the device strategy; the engine's own strategy then
+        // carries only the host stage of STAGED (and the runtime's small control collectives).
+        const std::string strategy =
+            use_gpu ? fmt::format("device {} (host {})", gpu_strategy, s.strategy) : s.strategy;
         std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s%s\n",
-                    static_cast<long long>(s.step), s.cluster_size, s.strategy.c_str(),
+                    static_cast<long long>(s.step), s.cluster_size, strategy.c_str(),
                     s.metrics.samples_per_second, values.c_str(), s.actions.empty() ? "" : " -> ",
                     s.actions.c_str());
         std::fflush(stdout);

@@ -2,14 +2,19 @@
 # The GPU figures of issue 8, on a machine with one or more NVIDIA GPUs:
 #   1. the GPU tests (kernels vs the CPU kernels for every dtype and op, every allreduce path);
 #   2. reduction kernel GB/s for every dtype and op vs the card's peak memory bandwidth and a
-#      device-to-device cudaMemcpy;
+#      device-to-device cudaMemcpy, and pinned host <-> device copy GB/s (the staged ceiling);
 #   3. kfbench --device cuda (nccl-tests table) for NCCL, NCCL_HIERARCHICAL, STAGED and
 #      STAGED:RING_RS_AG: on 1 GPU (1 rank), on two pseudo-hosts (127.0.0.1 and 127.0.0.2, one
-#      worker each) sharing GPU 0, which exercises the hierarchical path's TCP stage across host
-#      masters, and with kfrun -np 2..N when there are N >= 2 GPUs;
-#   4. the host-buffer baseline (kfbench on host memory) and a short GPU training run (kftrain -gpu).
+#      worker each) sharing GPU 0 (under MPS when present), which exercises the hierarchical
+#      path's TCP stage across host masters, and with kfrun -np 2..N when there are N >= 2 GPUs;
+#   4. host-buffer baselines (kfbench on host memory: 2 ranks on one host, and the two
+#      pseudo-hosts over TCP) and short GPU training runs (kftrain -gpu), unfused and in 25 MiB
+#      buckets, each path's gradients also verified element by element.
 # Usage: bench/gpu_report.sh [BUILD_DIR] [OUT_DIR] [MAX_BYTES]
 #   defaults: build/release, out/gpu_report, 256M
+# Environment: KF_GPU_SECTIONS (e.g. "1 2 3a") runs only those sections (default: all);
+# KF_GPU_STEP_TIMEOUT bounds each command in seconds (default 300), so a hang on a leased
+# machine costs one step, not the lease.
 # BUILD_DIR may be a bundle from bench/gpu_bundle.sh (for a GPU machine without this project's
 # build dependencies): `source BUNDLE/env.sh` first.
 set -uo pipefail
@@ -24,8 +29,13 @@ REDUCE="$BUILD/bench/gpu_reduce_bench"
 for f in "$KFRUN" "$KFBENCH" "$KFTRAIN" "$REDUCE" "$BUILD/tests/gpu_test"; do
   [[ -x "$f" ]] || { echo "gpu_report: $f missing: build it first (cmake --build $BUILD)" >&2; exit 2; }
 done
+SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b"}
+STEP_TIMEOUT=${KF_GPU_STEP_TIMEOUT:-300}
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+bounded() { timeout -k 10 "$STEP_TIMEOUT" "$@"; }
 safe() { echo "$1" | tr ':' '_'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
 : >"$OUT/summary.txt"
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
@@ -33,68 +43,124 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 log "GPUs: ${NGPU:-0}"
 head -20 "$OUT/nvidia-smi.txt" >>"$OUT/summary.txt"
 
-log "1. GPU tests"
-"$BUILD/tests/gpu_test" >"$OUT/gpu_test.txt" 2>&1
-grep -E '^\[==========\]|^\[  PASSED  \]|^\[  (FAILED|SKIPPED) \] [0-9]+ test' "$OUT/gpu_test.txt" \
-  | tee -a "$OUT/summary.txt"
+if want 1; then
+  log "1. GPU tests"
+  bounded "$BUILD/tests/gpu_test" >"$OUT/gpu_test.txt" 2>&1
+  echo "gpu_test exit $?" >>"$OUT/gpu_test.txt"
+  grep -E '^\[==========\]|^\[  PASSED  \]|^\[  (FAILED|SKIPPED) \] [0-9]+ test|^\[  FAILED  \] [A-Za-z]|^gpu_test exit' "$OUT/gpu_test.txt" \
+    | tee -a "$OUT/summary.txt"
+fi
 
-log "2. reduction kernels (256 MiB buffers, every dtype x op)"
-"$REDUCE" -bytes 256M -n 20 >"$OUT/reduce_kernels.txt" 2>&1
-grep -E '^#' "$OUT/reduce_kernels.txt" | tee -a "$OUT/summary.txt"
-"$REDUCE" -bytes 1G -n 10 -d f32,bf16,f16,f64 -o sum >"$OUT/reduce_kernels_1g.txt" 2>&1
+if want 2; then
+  log "2. reduction kernels (256 MiB buffers, every dtype x op)"
+  bounded "$REDUCE" -bytes 256M -n 20 >"$OUT/reduce_kernels.txt" 2>&1
+  grep -E '^#' "$OUT/reduce_kernels.txt" | tee -a "$OUT/summary.txt"
+  bounded "$REDUCE" -bytes 1G -n 10 -d f32,bf16,f16,f64 -o sum >"$OUT/reduce_kernels_1g.txt" 2>&1
+fi
 
 STRATEGIES="NCCL NCCL_HIERARCHICAL STAGED STAGED:RING_RS_AG"
 BENCH_FLAGS="allreduce --device cuda -b 8 -e $MAX -f 4 -n 20 -w 5 -c 1 -d float -o sum"
-footer() { grep -E 'Avg bus bandwidth|wrong' "$1" | tail -2 | sed "s|^|$2: |" | tee -a "$OUT/summary.txt"; }
+footer() { grep -E 'Avg bus bandwidth|Out of bounds' "$1" | tail -2 | sed "s|^|$2: |" | tee -a "$OUT/summary.txt"; }
 
-log "3a. kfbench --device cuda, 1 rank on GPU 0"
-for s in $STRATEGIES; do
-  f="$OUT/kfbench_1gpu_$(safe "$s").txt"
-  "$KFBENCH" $BENCH_FLAGS -strategy "$s" >"$f" 2>&1
-  footer "$f" "1 GPU $s"
-done
+if want 3a; then
+  log "3a. kfbench --device cuda, 1 rank on GPU 0"
+  for s in $STRATEGIES; do
+    f="$OUT/kfbench_1gpu_$(safe "$s").txt"
+    bounded "$KFBENCH" $BENCH_FLAGS -strategy "$s" >"$f" 2>&1
+    footer "$f" "1 GPU $s"
+  done
+fi
 
-log "3b. two pseudo-hosts (127.0.0.1, 127.0.0.2) of one worker each, both on GPU 0"
-for s in NCCL_HIERARCHICAL STAGED STAGED:RING_RS_AG; do
-  f="$OUT/kfbench_2hosts_1gpu_$(safe "$s").txt"
-  H="127.0.0.1:1,127.0.0.2:1"
-  "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.2 -port-range 12000-12100 -timeout 5m \
-    "$KFBENCH" $BENCH_FLAGS -strategy "$s" >/dev/null 2>&1 &
-  other=$!
-  "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.1 -port-range 12000-12100 -timeout 5m \
-    "$KFBENCH" $BENCH_FLAGS -strategy "$s" >"$f" 2>&1
+# Two workers of one "host" each on one GPU: two processes, two CUDA contexts, which the GPU
+# time-slices (about 0.5 ms per small operation, measured on an H100). MPS (one shared context)
+# removes that and leaves the runtime's own costs: it is used when present (KF_GPU_MPS=0: not).
+pseudo_hosts() {  # LABEL OUTFILE KFBENCH-ARGS...
+  local f=$2 H="127.0.0.1:1,127.0.0.2:1"
+  shift 2
+  bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.2 -port-range 12000-12100 -timeout 5m \
+    "$KFBENCH" "$@" >/dev/null 2>&1 &
+  local other=$!
+  bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.1 -port-range 12000-12100 -timeout 5m \
+    "$KFBENCH" "$@" >"$f" 2>&1
   wait "$other"
-  footer "$f" "2 pseudo-hosts x 1 worker, 1 GPU, $s"
-done
+}
+mps_started=
+start_mps() {
+  [[ "${KF_GPU_MPS:-1}" != 0 ]] && command -v nvidia-cuda-mps-control >/dev/null || return 0
+  export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    mps_started=1
+    log "(MPS daemon started: both workers share one CUDA context)"
+  fi
+}
+stop_mps() {
+  [[ -n "$mps_started" ]] || return 0
+  echo quit | nvidia-cuda-mps-control
+  mps_started=
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+trap stop_mps EXIT
 
-if [[ "${NGPU:-0}" -ge 2 ]]; then
+if want 3b; then
+  log "3b. two pseudo-hosts (127.0.0.1, 127.0.0.2) of one worker each, both on GPU 0"
+  start_mps
+  # Unmeasured: the first clients of a fresh MPS server ran 3-10x slower for a while (seen once).
+  pseudo_hosts warm-up /dev/null allreduce --device cuda -b 8 -e 1M -f 4 -n 20 -w 5 -strategy STAGED
+  for s in NCCL_HIERARCHICAL STAGED STAGED:RING_RS_AG; do
+    f="$OUT/kfbench_2hosts_1gpu_$(safe "$s").txt"
+    pseudo_hosts "$s" "$f" $BENCH_FLAGS -strategy "$s"
+    footer "$f" "2 pseudo-hosts x 1 worker, 1 GPU${mps_started:+ (MPS)}, $s"
+  done
+  stop_mps
+fi
+
+if want 3c && [[ "${NGPU:-0}" -ge 2 ]]; then
   log "3c. kfrun -np 2..$NGPU on one host, one GPU per worker"
   for np in 2 4 8; do
     [[ $np -le $NGPU ]] || continue
     for s in $STRATEGIES; do
       f="$OUT/kfbench_${np}gpu_$(safe "$s").txt"
-      "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFBENCH" $BENCH_FLAGS -strategy "$s" >"$f" 2>&1
+      bounded "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFBENCH" $BENCH_FLAGS \
+        -strategy "$s" >"$f" 2>&1
       footer "$f" "$np GPUs $s"
     done
   done
 fi
 
-log "4a. host-buffer baseline: kfrun -np 2 kfbench allreduce (RING_RS_AG, host memory)"
-f="$OUT/kfbench_host_2ranks.txt"
-"$KFRUN" -q -np 2 -port-range 13000-13100 -timeout 5m "$KFBENCH" allreduce -b 8 -e "$MAX" -f 4 -n 20 -w 5 \
-  -strategy RING_RS_AG >"$f" 2>&1
-footer "$f" "host buffers, 2 ranks, RING_RS_AG"
+if want 4a; then
+  log "4a. host-buffer baseline: kfrun -np 2 kfbench allreduce (RING_RS_AG, host memory)"
+  f="$OUT/kfbench_host_2ranks.txt"
+  bounded "$KFRUN" -q -np 2 -port-range 13000-13100 -timeout 5m "$KFBENCH" allreduce -b 8 -e "$MAX" -f 4 \
+    -n 20 -w 5 -strategy RING_RS_AG >"$f" 2>&1
+  footer "$f" "host buffers, 2 ranks, RING_RS_AG"
+  # The TCP path of 3b without the GPU: the same two pseudo-hosts on host memory.
+  f="$OUT/kfbench_host_2hosts.txt"
+  pseudo_hosts host "$f" allreduce -b 8 -e "$MAX" -f 4 -n 20 -w 5 -strategy RING_RS_AG
+  footer "$f" "host buffers, 2 pseudo-hosts x 1 worker, RING_RS_AG"
+fi
 
-log "4b. GPU training (kftrain -gpu): resnet50, batch 64, 20 steps, 1 worker per GPU"
-np=$(( NGPU >= 1 ? NGPU : 1 ))
-for s in NCCL NCCL_HIERARCHICAL STAGED; do
-  f="$OUT/kftrain_resnet50_${np}gpu_$(safe "$s").txt"
-  "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" -gpu-tf32 \
-    -model resnet50 -batch 64 -steps 20 >"$f" 2>&1
-  echo "kftrain $np GPU(s) $s: $(grep -E '^step' "$f" | tail -1)" | tee -a "$OUT/summary.txt"
-  # Correctness of the same path: every element of every gradient bucket checked (slow).
-  "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" -model resnet50 \
-    -batch 8 -steps 3 -verify >"$f.verify" 2>&1 && echo "  verify: ok" | tee -a "$OUT/summary.txt" \
-    || echo "  verify: FAILED (see $f.verify)" | tee -a "$OUT/summary.txt"
-done
+if want 4b; then
+  log "4b. GPU training (kftrain -gpu): resnet50, batch 64, 20 steps, 1 worker per GPU;" \
+    "one allreduce per tensor, then 25 MiB buckets"
+  np=$(( NGPU >= 1 ? NGPU : 1 ))
+  for s in NCCL NCCL_HIERARCHICAL STAGED; do
+    for fusion in 0 26214400; do
+      f="$OUT/kftrain_resnet50_${np}gpu_$(safe "$s")_fusion${fusion}.txt"
+      bounded "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" \
+        -gpu-tf32 -model resnet50 -batch 64 -steps 20 -fusion "$fusion" >"$f" 2>&1
+      # Medians over the steps after the first two (warm-up).
+      steps=$(grep -oE 'step [0-9]+: .*' "$f" | awk '{ split($2, k, ":"); if (k[1] + 0 >= 2) print }')
+      rate=$(grep -oE '[0-9.]+ samples/s' <<<"$steps" | cut -d' ' -f1 | median)
+      compute=$(grep -oE 'gpu_compute_ms=[0-9.]+' <<<"$steps" | cut -d= -f2 | median)
+      echo "kftrain $np GPU(s) $s, fusion $fusion B: $(grep -c . <<<"$steps") steps, median" \
+        "${rate:-?} samples/s, GPU compute ${compute:-?} ms/step" | tee -a "$OUT/summary.txt"
+    done
+    # Correctness of the same path: every element of every gradient bucket checked (slow).
+    f="$OUT/kftrain_resnet50_${np}gpu_$(safe "$s").verify.txt"
+    bounded "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" \
+      -model resnet50 -batch 8 -steps 3 -verify >"$f" 2>&1 && echo "  verify: ok" | tee -a "$OUT/summary.txt" \
+      || echo "  verify: FAILED (see $f)" | tee -a "$OUT/summary.txt"
+  done
+fi
 log "done: $OUT/summary.txt"
