@@ -9,7 +9,10 @@
 #      path's TCP stage across host masters, and with kfrun -np 2..N when there are N >= 2 GPUs;
 #   4. host-buffer baselines (kfbench on host memory: 2 ranks on one host, and the two
 #      pseudo-hosts over TCP) and short GPU training runs (kftrain -gpu), unfused and in 25 MiB
-#      buckets, each path's gradients also verified element by element.
+#      buckets, each path's gradients also verified element by element;
+#   5. sanitizers: compute-sanitizer memcheck over the kernel, device and path tests, and, when
+#      KF_GPU_ASAN_TEST names a gpu_test built with KF_SANITIZE=address,undefined, that binary
+#      (NCCL's own lasting allocations suppressed by tests/lsan_gpu.supp).
 # Usage: bench/gpu_report.sh [BUILD_DIR] [OUT_DIR] [MAX_BYTES]
 #   defaults: build/release, out/gpu_report, 256M
 # Environment: KF_GPU_SECTIONS (e.g. "1 2 3a") runs only those sections (default: all);
@@ -26,13 +29,20 @@ KFRUN="$BUILD/apps/kfrun"
 KFBENCH="$BUILD/apps/kfbench"
 KFTRAIN="$BUILD/apps/kftrain"
 REDUCE="$BUILD/bench/gpu_reduce_bench"
-for f in "$KFRUN" "$KFBENCH" "$KFTRAIN" "$REDUCE" "$BUILD/tests/gpu_test"; do
+SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b 5"}
+STEP_TIMEOUT=${KF_GPU_STEP_TIMEOUT:-300}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+# What the chosen sections run must be there before anything starts.
+needs=()
+if want 1 || want 5; then needs+=("$BUILD/tests/gpu_test"); fi
+if want 2; then needs+=("$REDUCE"); fi
+if want 3a || want 3b || want 3c || want 4a; then needs+=("$KFRUN" "$KFBENCH"); fi
+if want 4b; then needs+=("$KFRUN" "$KFTRAIN"); fi
+if [[ -n "${KF_GPU_ASAN_TEST:-}" ]] && want 5; then needs+=("$KF_GPU_ASAN_TEST"); fi
+for f in "${needs[@]}"; do
   [[ -x "$f" ]] || { echo "gpu_report: $f missing: build it first (cmake --build $BUILD)" >&2; exit 2; }
 done
-SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b"}
-STEP_TIMEOUT=${KF_GPU_STEP_TIMEOUT:-300}
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
-want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 bounded() { timeout -k 10 "$STEP_TIMEOUT" "$@"; }
 safe() { echo "$1" | tr ':' '_'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
@@ -162,5 +172,30 @@ if want 4b; then
       -model resnet50 -batch 8 -steps 3 -verify >"$f" 2>&1 && echo "  verify: ok" | tee -a "$OUT/summary.txt" \
       || echo "  verify: FAILED (see $f)" | tee -a "$OUT/summary.txt"
   done
+fi
+if want 5; then
+  log "5. sanitizers"
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [[ -x "$CS" ]]; then
+    # API errors are not reported: NCCL probes kernels for other GPUs and a test asks for more
+    # memory than there is on purpose; memcheck's own errors (bad device accesses, leaks) are.
+    bounded "$CS" --tool memcheck --report-api-errors no --leak-check full --error-exitcode 3 \
+      "$BUILD/tests/gpu_test" --gtest_filter='*GpuKernel*:GpuDevice.*:GpuPaths.*' \
+      >"$OUT/memcheck.txt" 2>&1
+    echo "compute-sanitizer memcheck: exit $?, $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.txt")" \
+      | tee -a "$OUT/summary.txt"
+  else
+    echo "compute-sanitizer: not found" | tee -a "$OUT/summary.txt"
+  fi
+  if [[ -n "${KF_GPU_ASAN_TEST:-}" ]]; then
+    supp=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/lsan_gpu.supp
+    # CUDA maps memory in ASan's shadow gap.
+    ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 LSAN_OPTIONS="suppressions=$supp" \
+      UBSAN_OPTIONS=print_stacktrace=1 bounded "$KF_GPU_ASAN_TEST" --gtest_filter='-GpuUnavailable.*' \
+      >"$OUT/asan_gpu_test.txt" 2>&1
+    echo "ASan+UBSan gpu_test: exit $?, $(grep -E '^\[  PASSED  \]' "$OUT/asan_gpu_test.txt")," \
+      "$(grep -cE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$OUT/asan_gpu_test.txt") sanitizer reports" \
+      | tee -a "$OUT/summary.txt"
+  fi
 fi
 log "done: $OUT/summary.txt"
