@@ -9,7 +9,8 @@
 #      path's TCP stage across host masters, and with kfrun -np 2..N when there are N >= 2 GPUs;
 #   4. host-buffer baselines (kfbench on host memory: 2 ranks on one host, and the two
 #      pseudo-hosts over TCP) and short GPU training runs (kftrain -gpu), unfused and in 25 MiB
-#      buckets, each path's gradients also verified element by element;
+#      buckets, each path's gradients also verified element by element, and an elastic run
+#      (1 -> 2 -> 1 workers, every gradient verified);
 #   5. sanitizers: compute-sanitizer memcheck over the kernel, device and path tests, and, when
 #      KF_GPU_ASAN_TEST names a gpu_test built with KF_SANITIZE=address,undefined, that binary
 #      (NCCL's own lasting allocations suppressed by tests/lsan_gpu.supp).
@@ -29,7 +30,7 @@ KFRUN="$BUILD/apps/kfrun"
 KFBENCH="$BUILD/apps/kfbench"
 KFTRAIN="$BUILD/apps/kftrain"
 REDUCE="$BUILD/bench/gpu_reduce_bench"
-SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b 5"}
+SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b 4c 5"}
 STEP_TIMEOUT=${KF_GPU_STEP_TIMEOUT:-300}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 # What the chosen sections run must be there before anything starts.
@@ -37,7 +38,7 @@ needs=()
 if want 1 || want 5; then needs+=("$BUILD/tests/gpu_test"); fi
 if want 2; then needs+=("$REDUCE"); fi
 if want 3a || want 3b || want 3c || want 4a; then needs+=("$KFRUN" "$KFBENCH"); fi
-if want 4b; then needs+=("$KFRUN" "$KFTRAIN"); fi
+if want 4b || want 4c; then needs+=("$KFRUN" "$KFTRAIN"); fi
 if [[ -n "${KF_GPU_ASAN_TEST:-}" ]] && want 5; then needs+=("$KF_GPU_ASAN_TEST"); fi
 for f in "${needs[@]}"; do
   [[ -x "$f" ]] || { echo "gpu_report: $f missing: build it first (cmake --build $BUILD)" >&2; exit 2; }
@@ -173,6 +174,24 @@ if want 4b; then
       || echo "  verify: FAILED (see $f)" | tee -a "$OUT/summary.txt"
   done
 fi
+if want 4c; then
+  log "4c. elastic resize on this host (kftrain -gpu -verify, 1 -> 2 -> 1 workers; MPS when present)"
+  start_mps
+  for s in STAGED STAGED:RING_RS_AG NCCL_HIERARCHICAL; do
+    f="$OUT/elastic_$(safe "$s").txt"
+    bounded "$KFRUN" -w -timeout 120s -port-range 14000-14010 -np 1 -H "127.0.0.1:$(( NGPU >= 2 ? NGPU : 2 ))" \
+      -builtin-config-port 14100 "$KFTRAIN" -gpu -gpu-strategy "$s" -model resnet50 -batch 8 \
+      -steps 12 -verify -policy scheduled_resize:schedule=4:2,8:1 >"$f" 2>&1
+    code=$?
+    # With one GPU, NCCL refuses the 2-rank communicator the resize asks for (both ranks on one
+    # device): the run must then fail with NCCL's reason, not hang.
+    echo "elastic $s: exit $code; $(grep -E 'cluster version [0-9]+: [0-9]+ workers' "$f" | sed -E \
+      's/.*(cluster version [0-9]+: [0-9]+ workers).*/\1/' | paste -sd, -)$(grep -m1 -oE \
+      'Duplicate GPU detected.*' "$f" | sed 's/^/; /')" | tee -a "$OUT/summary.txt"
+  done
+  stop_mps
+fi
+
 if want 5; then
   log "5. sanitizers"
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
