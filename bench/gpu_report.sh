@@ -18,7 +18,9 @@
 #   defaults: build/release, out/gpu_report, 256M
 # Environment: KF_GPU_SECTIONS (e.g. "1 2 3a") runs only those sections (default: all);
 # KF_GPU_STEP_TIMEOUT bounds each command in seconds (default 300), so a hang on a leased
-# machine costs one step, not the lease.
+# machine costs one step, not the lease; KF_GPU_PORT_BASE moves the workers' ports (default 12000).
+# Without a GPU, sections 1 (the GPU tests skip) and 4a (host memory) still run: that is how
+# tests/gpu_report_test.sh keeps this script working on machines without one.
 # BUILD_DIR may be a bundle from bench/gpu_bundle.sh (for a GPU machine without this project's
 # build dependencies): `source BUNDLE/env.sh` first.
 set -uo pipefail
@@ -32,6 +34,12 @@ KFTRAIN="$BUILD/apps/kftrain"
 REDUCE="$BUILD/bench/gpu_reduce_bench"
 SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b 4c 5"}
 STEP_TIMEOUT=${KF_GPU_STEP_TIMEOUT:-300}
+# Workers listen in PORT_BASE..+100 (pseudo-hosts), +1000..+1100 (one host), +2000..+2010 and
+# +2100 (the elastic run and its config server).
+PORT_BASE=${KF_GPU_PORT_BASE:-12000}
+PSEUDO_PORTS="$PORT_BASE-$((PORT_BASE + 100))"
+LOCAL_PORTS="$((PORT_BASE + 1000))-$((PORT_BASE + 1100))"
+ELASTIC_PORTS="$((PORT_BASE + 2000))-$((PORT_BASE + 2010))"
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 # What the chosen sections run must be there before anything starts.
 needs=()
@@ -49,8 +57,13 @@ safe() { echo "$1" | tr ':' '_'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
 : >"$OUT/summary.txt"
-nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
-NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+NGPU=0
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+else
+  echo "nvidia-smi: not found (no NVIDIA driver here)" >"$OUT/nvidia-smi.txt"
+fi
 log "GPUs: ${NGPU:-0}"
 head -20 "$OUT/nvidia-smi.txt" >>"$OUT/summary.txt"
 
@@ -88,10 +101,10 @@ fi
 pseudo_hosts() {  # LABEL OUTFILE KFBENCH-ARGS...
   local f=$2 H="127.0.0.1:1,127.0.0.2:1"
   shift 2
-  bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.2 -port-range 12000-12100 -timeout 5m \
+  bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.2 -port-range "$PSEUDO_PORTS" -timeout 5m \
     "$KFBENCH" "$@" >/dev/null 2>&1 &
   local other=$!
-  bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.1 -port-range 12000-12100 -timeout 5m \
+  bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.1 -port-range "$PSEUDO_PORTS" -timeout 5m \
     "$KFBENCH" "$@" >"$f" 2>&1
   wait "$other"
 }
@@ -132,7 +145,7 @@ if want 3c && [[ "${NGPU:-0}" -ge 2 ]]; then
     [[ $np -le $NGPU ]] || continue
     for s in $STRATEGIES; do
       f="$OUT/kfbench_${np}gpu_$(safe "$s").txt"
-      bounded "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFBENCH" $BENCH_FLAGS \
+      bounded "$KFRUN" -q -np "$np" -port-range "$LOCAL_PORTS" -timeout 10m "$KFBENCH" $BENCH_FLAGS \
         -strategy "$s" >"$f" 2>&1
       footer "$f" "$np GPUs $s"
     done
@@ -142,7 +155,7 @@ fi
 if want 4a; then
   log "4a. host-buffer baseline: kfrun -np 2 kfbench allreduce (RING_RS_AG, host memory)"
   f="$OUT/kfbench_host_2ranks.txt"
-  bounded "$KFRUN" -q -np 2 -port-range 13000-13100 -timeout 5m "$KFBENCH" allreduce -b 8 -e "$MAX" -f 4 \
+  bounded "$KFRUN" -q -np 2 -port-range "$LOCAL_PORTS" -timeout 5m "$KFBENCH" allreduce -b 8 -e "$MAX" -f 4 \
     -n 20 -w 5 -strategy RING_RS_AG >"$f" 2>&1
   footer "$f" "host buffers, 2 ranks, RING_RS_AG"
   # The TCP path of 3b without the GPU: the same two pseudo-hosts on host memory.
@@ -158,7 +171,7 @@ if want 4b; then
   for s in NCCL NCCL_HIERARCHICAL STAGED; do
     for fusion in 0 26214400; do
       f="$OUT/kftrain_resnet50_${np}gpu_$(safe "$s")_fusion${fusion}.txt"
-      bounded "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" \
+      bounded "$KFRUN" -q -np "$np" -port-range "$LOCAL_PORTS" -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" \
         -gpu-tf32 -model resnet50 -batch 64 -steps 20 -fusion "$fusion" >"$f" 2>&1
       # Medians over the steps after the first two (warm-up).
       steps=$(grep -oE 'step [0-9]+: .*' "$f" | awk '{ split($2, k, ":"); if (k[1] + 0 >= 2) print }')
@@ -169,7 +182,7 @@ if want 4b; then
     done
     # Correctness of the same path: every element of every gradient bucket checked (slow).
     f="$OUT/kftrain_resnet50_${np}gpu_$(safe "$s").verify.txt"
-    bounded "$KFRUN" -q -np "$np" -port-range 13000-13100 -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" \
+    bounded "$KFRUN" -q -np "$np" -port-range "$LOCAL_PORTS" -timeout 10m "$KFTRAIN" -gpu -gpu-strategy "$s" \
       -model resnet50 -batch 8 -steps 3 -verify >"$f" 2>&1 && echo "  verify: ok" | tee -a "$OUT/summary.txt" \
       || echo "  verify: FAILED (see $f)" | tee -a "$OUT/summary.txt"
   done
@@ -179,8 +192,8 @@ if want 4c; then
   start_mps
   for s in STAGED STAGED:RING_RS_AG NCCL_HIERARCHICAL; do
     f="$OUT/elastic_$(safe "$s").txt"
-    bounded "$KFRUN" -w -timeout 120s -port-range 14000-14010 -np 1 -H "127.0.0.1:$(( NGPU >= 2 ? NGPU : 2 ))" \
-      -builtin-config-port 14100 "$KFTRAIN" -gpu -gpu-strategy "$s" -model resnet50 -batch 8 \
+    bounded "$KFRUN" -w -timeout 120s -port-range "$ELASTIC_PORTS" -np 1 -H "127.0.0.1:$(( NGPU >= 2 ? NGPU : 2 ))" \
+      -builtin-config-port "$((PORT_BASE + 2100))" "$KFTRAIN" -gpu -gpu-strategy "$s" -model resnet50 -batch 8 \
       -steps 12 -verify -policy scheduled_resize:schedule=4:2,8:1 >"$f" 2>&1
     code=$?
     # With one GPU, NCCL refuses the 2-rank communicator the resize asks for (both ranks on one
