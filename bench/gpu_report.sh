@@ -98,9 +98,9 @@ fi
 # Two workers of one "host" each on one GPU: two processes, two CUDA contexts, which the GPU
 # time-slices (about 0.5 ms per small operation, measured on an H100). MPS (one shared context)
 # removes that and leaves the runtime's own costs: it is used when present (KF_GPU_MPS=0: not).
-pseudo_hosts() {  # LABEL OUTFILE KFBENCH-ARGS...
-  local f=$2 H="127.0.0.1:1,127.0.0.2:1"
-  shift 2
+pseudo_hosts() {  # OUTFILE KFBENCH-ARGS...
+  local f=$1 H="127.0.0.1:1,127.0.0.2:1"
+  shift
   bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.2 -port-range "$PSEUDO_PORTS" -timeout 5m \
     "$KFBENCH" "$@" >/dev/null 2>&1 &
   local other=$!
@@ -130,10 +130,10 @@ if want 3b; then
   log "3b. two pseudo-hosts (127.0.0.1, 127.0.0.2) of one worker each, both on GPU 0"
   start_mps
   # Unmeasured: the first clients of a fresh MPS server ran 3-10x slower for a while (seen once).
-  pseudo_hosts warm-up /dev/null allreduce --device cuda -b 8 -e 1M -f 4 -n 20 -w 5 -strategy STAGED
+  pseudo_hosts /dev/null allreduce --device cuda -b 8 -e 1M -f 4 -n 20 -w 5 -strategy STAGED
   for s in NCCL_HIERARCHICAL STAGED STAGED:RING_RS_AG; do
     f="$OUT/kfbench_2hosts_1gpu_$(safe "$s").txt"
-    pseudo_hosts "$s" "$f" $BENCH_FLAGS -strategy "$s"
+    pseudo_hosts "$f" $BENCH_FLAGS -strategy "$s"
     footer "$f" "2 pseudo-hosts x 1 worker, 1 GPU${mps_started:+ (MPS)}, $s"
   done
   stop_mps
@@ -160,7 +160,7 @@ if want 4a; then
   footer "$f" "host buffers, 2 ranks, RING_RS_AG"
   # The TCP path of 3b without the GPU: the same two pseudo-hosts on host memory.
   f="$OUT/kfbench_host_2hosts.txt"
-  pseudo_hosts host "$f" allreduce -b 8 -e "$MAX" -f 4 -n 20 -w 5 -strategy RING_RS_AG
+  pseudo_hosts "$f" allreduce -b 8 -e "$MAX" -f 4 -n 20 -w 5 -strategy RING_RS_AG
   footer "$f" "host buffers, 2 pseudo-hosts x 1 worker, RING_RS_AG"
 fi
 

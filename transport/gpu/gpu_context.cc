@@ -124,9 +124,9 @@ std::optional<std::string> forest_problem(const std::vector<int>& forest, int n)
 // Waits for the NCCL work queued on one group's stream. Work on a stream finishes in the order it
 // was queued, so only the oldest unfinished operation's event is polled: one query per poll
 // however many operations wait (a training step without fusion queues one allreduce per tensor,
-// 161 for ResNet-50; polling each of them kept the event loop busy). While work is outstanding it
-// also watches the communicator for asynchronous errors and the oldest operation's deadline:
-// either aborts the communicator and fails everything queued, so no peer hangs.
+// 161 for ResNet-50, where polling each would query all 161 events per pass). While work is
+// outstanding it also watches the communicator for asynchronous errors and the oldest operation's
+// deadline: either aborts the communicator and fails everything queued, so no peer hangs.
 class StreamWatch : public std::enable_shared_from_this<StreamWatch> {
  public:
   StreamWatch(int ordinal, std::weak_ptr<NcclComm> comm, std::string where,
