@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "transport/sim/event_queue.h"
 #include "transport/sim/flow_network.h"
+#include "transport/sim/flow_tcp.h"
 #include "transport/sim/flow_world.h"
 #include "transport/sim/radix_heap.h"
 #include "transport/sim/ring_queue.h"
@@ -374,6 +375,42 @@ TEST(FlowNetwork, OnlyTheTouchedComponentIsSolved) {
   EXPECT_DOUBLE_EQ(net.rate(fa), 0.5);
 }
 
+TEST(FlowNetwork, WeightsSplitAChannelInProportionAndCapsStillHold) {
+  FlowNetwork net;
+  const int link = net.add_channel(8), narrow = net.add_channel(1);
+  const auto a = net.add_flow({link}, FlowNetwork::kUncapped, 1);
+  const auto b = net.add_flow({link}, FlowNetwork::kUncapped, 3);
+  EXPECT_DOUBLE_EQ(net.rate(a), 2);
+  EXPECT_DOUBLE_EQ(net.rate(b), 6);
+  net.set_weight(a, 3);
+  EXPECT_DOUBLE_EQ(net.rate(a), 4);
+  EXPECT_DOUBLE_EQ(net.rate(b), 4);
+  ASSERT_EQ(net.changes().size(), 2u);
+  // A heavy flow held elsewhere leaves what it cannot use to the light one.
+  const auto c = net.add_flow({link, narrow}, FlowNetwork::kUncapped, 100);
+  EXPECT_DOUBLE_EQ(net.rate(c), 1);
+  EXPECT_DOUBLE_EQ(net.rate(a), 3.5);
+  // A cap binds whatever the weight.
+  const auto d = net.add_flow({link}, 0.5, 1000);
+  EXPECT_DOUBLE_EQ(net.rate(d), 0.5);
+  EXPECT_DOUBLE_EQ(net.rate(a), 3.25);
+  EXPECT_DOUBLE_EQ(net.weight(b), 3);
+  EXPECT_THROW(net.set_weight(a, 0), std::invalid_argument);
+  EXPECT_THROW(net.add_flow({link}, FlowNetwork::kUncapped, -1), std::invalid_argument);
+  EXPECT_THROW(net.add_flow({link}, FlowNetwork::kUncapped, FlowNetwork::kUncapped),
+               std::invalid_argument);
+  net.remove_flow(b);
+  EXPECT_THROW(net.set_weight(b, 2), std::logic_error);
+  // Alone, a flow's weight changes nothing and solves nothing.
+  const int solo = net.add_channel(5);
+  const auto e = net.add_flow({solo});
+  const auto solves = net.solves();
+  net.set_weight(e, 7);
+  EXPECT_EQ(net.solves(), solves);
+  EXPECT_DOUBLE_EQ(net.rate(e), 5);
+  EXPECT_TRUE(net.changes().empty());
+}
+
 // Property: after any sequence of starts, ends and capacity changes, the incremental rates equal
 // a full recompute over every flow, and changes() names exactly the flows whose rate moved (and
 // a started one), with the rates they had: what FlowWorld settles and reschedules.
@@ -392,8 +429,12 @@ TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
       std::map<FlowNetwork::FlowId, double> before;
       for (auto f : live)
         before[f] = net.rate(f);
-      const int what = uniform(0, 9);
-      if (what < 6 || live.empty()) {
+      const int what = uniform(0, 10);
+      if (what == 10 && !live.empty()) {
+        // Weights as FlowWorld's TCP windows set them: any positive value.
+        const auto i = static_cast<std::size_t>(uniform(0, static_cast<int>(live.size()) - 1));
+        net.set_weight(live[i], 0.25 * uniform(1, 40));
+      } else if (what < 6 || live.empty()) {
         std::vector<int> route;
         // Up to 9 hops: routes longer than a flow keeps in place, too.
         const int hops = uniform(1, 9);
@@ -402,12 +443,13 @@ TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
           if (std::find(route.begin(), route.end(), c) == route.end()) route.push_back(c);
         }
         const double cap = uniform(0, 3) == 0 ? uniform(1, 50) : FlowNetwork::kUncapped;
-        live.push_back(net.add_flow(route, cap));
+        const double weight = uniform(0, 2) == 0 ? 0.5 * uniform(1, 20) : 1.0;
+        live.push_back(net.add_flow(route, cap, weight));
       } else if (what < 9) {
         const auto i = static_cast<std::size_t>(uniform(0, static_cast<int>(live.size()) - 1));
         net.remove_flow(live[i]);
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
+      } else if (what == 9) {
         net.set_capacity(uniform(0, channels - 1), uniform(1, 100));
       }
       const auto full = net.full_solution();
@@ -426,6 +468,73 @@ TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
       ASSERT_EQ(reported, moved) << "seed " << seed << " op " << op;
     }
   }
+}
+
+// ---- TCP windows (ns-3 3.37's TcpCubic, fed fluid quantities) ----
+
+constexpr double kSeg = 1448;
+
+TEST(CubicWindow, SlowStartGrowsByWhatIsAcknowledgedUntilHyStartSeesATrain) {
+  CubicWindow w(kSeg);
+  EXPECT_DOUBLE_EQ(w.cwnd(), 10 * kSeg);
+  EXPECT_TRUE(w.slow_start());
+  // 1 ms round trip at 10 MB/s: the pipe holds 10,000 bytes, under 16 segments, so HyStart
+  // waits for 16 segments before it looks.
+  w.acked(0.001, 5 * kSeg, 0.001, 10e6);
+  EXPECT_DOUBLE_EQ(w.cwnd(), 15 * kSeg);
+  EXPECT_TRUE(w.slow_start());
+  w.acked(0.002, 5 * kSeg, 0.001, 10e6);  // 20 segments take 2.9 ms to clock out: > 1 ms
+  EXPECT_DOUBLE_EQ(w.cwnd(), 20 * kSeg);
+  EXPECT_FALSE(w.slow_start());
+  // Before any loss, congestion avoidance adds at least a segment per 20 acknowledged.
+  w.acked(0.003, 20 * kSeg, 0.001, 10e6);
+  EXPECT_NEAR(w.cwnd(), 21 * kSeg, 1e-6);
+}
+
+TEST(CubicWindow, HyStartLeavesSlowStartWhenTheDelayGrowsByItsMinimumOrFourMilliseconds) {
+  CubicWindow w(kSeg);
+  w.acked(0.001, 10 * kSeg, 0.001, 1e12);  // no train at this rate
+  EXPECT_TRUE(w.slow_start());
+  w.acked(0.002, 10 * kSeg, 0.0049, 1e12);  // 1 ms + 4 ms is the threshold
+  EXPECT_TRUE(w.slow_start());
+  w.acked(0.003, 10 * kSeg, 0.0051, 1e12);
+  EXPECT_FALSE(w.slow_start());
+  EXPECT_DOUBLE_EQ(w.cwnd(), 40 * kSeg);
+}
+
+TEST(CubicWindow, ALossKeepsSeventyPercentAndTheCubicClimbsBackToTheOldWindowAfterK) {
+  CubicWindow w(kSeg);
+  w.acked(0, 90 * kSeg, 0.010, 1e12);
+  w.acked(0.01, 1, 0.0201, 1e12);  // delay: out of slow start at 100 segments
+  ASSERT_FALSE(w.slow_start());
+  w.lost();
+  EXPECT_DOUBLE_EQ(w.cwnd(), 70 * kSeg);
+  // K = cbrt((100 - 70) / 0.4) = 4.2172 s: below it the window stays under 100 segments.
+  const double k = std::cbrt(30 / 0.4);
+  double t = 0;
+  for (; t < k - 0.5; t += 0.01)
+    w.acked(t, 1000 * kSeg, 0.010, 1e12);
+  EXPECT_LT(w.cwnd(), 100 * kSeg);
+  EXPECT_GT(w.cwnd(), 95 * kSeg);
+  for (; t < k + 1; t += 0.01)
+    w.acked(t, 1000 * kSeg, 0.010, 1e12);
+  EXPECT_GT(w.cwnd(), 100 * kSeg);
+  EXPECT_LT(w.cwnd(), 101 * kSeg);
+  // Fast convergence: a loss below the last maximum aims the next cubic lower.
+  CubicWindow v(kSeg);
+  v.acked(0, 90 * kSeg, 0.010, 1e12);
+  v.acked(0.01, 1, 0.0201, 1e12);
+  v.lost();  // 100 -> 70, last max 100
+  v.lost();  // 70 -> 49, last max 70 * 1.7 / 2 = 59.5
+  EXPECT_DOUBLE_EQ(v.cwnd(), 49 * kSeg);
+  for (double u = 0; u < 10; u += 0.01)
+    v.acked(u, 1000 * kSeg, 0.010, 1e12);
+  // Past the (closer) origin the cubic rises fast again: above 59.5 after K = 3.0 s.
+  EXPECT_GT(v.cwnd(), 60 * kSeg);
+  CubicWindow floor(kSeg);
+  for (int i = 0; i < 10; ++i)
+    floor.lost();
+  EXPECT_DOUBLE_EQ(floor.cwnd(), 2 * kSeg);
 }
 
 // ---- message timing ----
@@ -456,6 +565,91 @@ TEST(FlowWorld, AMessageTakesHandshakeLatencyAndSizeOverTheSharedRate) {
   const double want = 40e-6 + bytes / rate + 20e-6 + 1502 * 8 / 1e9;
   for (const auto& [r, at] : got)
     EXPECT_NEAR(to_seconds(at.time_since_epoch()), want, 2e-9) << "rank " << r;
+}
+
+// Incast: three senders on three hosts into w0 through the switch's drop-tail port, the later two
+// starting 2 ms and 4 ms after the first. Returns each sender's arrival time of its last message.
+struct Incast {
+  std::vector<double> done;  // by sender 1..3
+  FlowStats stats;
+};
+Incast incast(bool tcp_windows, std::uint64_t seed) {
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 25us, .mtu = 9000, .queue_packets = 50};
+  FlowWorld world(star_topology(4, 1, link, link), {.seed = seed, .tcp_windows = tcp_windows});
+  Incast out;
+  out.done.assign(3, 0);
+  world.transport(0).set_handlers({.on_message = [&](int from, Message m) {
+    if (m.header.chunk == 9)
+      out.done[static_cast<std::size_t>(from - 1)] = to_seconds(world.now().time_since_epoch());
+  }});
+  for (int r = 1; r <= 3; ++r) {
+    world.executor().post_after(std::chrono::milliseconds(2 * (r - 1)), [&world, r] {
+      for (std::uint32_t i = 0; i < 10; ++i) {
+        Message m;
+        m.header.chunk = i;
+        m.payload = Payload::phantom(2'000'000);
+        world.transport(r).send(0, std::move(m));
+      }
+    });
+  }
+  world.run();
+  out.stats = world.flow_stats();
+  return out;
+}
+
+TEST(FlowWorld, IncastWindowsOverflowThePortAndShareItByWindowNotEqually) {
+  const Incast fair = incast(false, 1);
+  const Incast cubic = incast(true, 1);
+  EXPECT_EQ(fair.stats.tcp_rounds, 0u);
+  EXPECT_GT(cubic.stats.tcp_rounds, 100u);
+  // 50 packets of 9000 bytes hold 450 kB: the windows overflow it, and back off.
+  EXPECT_GT(cubic.stats.tcp_losses, 0u);
+  // The port is never idle while any sender has data: the last byte lands when 60 MB have
+  // crossed at the port's rate, in both models.
+  const double port = 1e9 / 8 * 8948 / 9002;
+  const double last_fair = *std::max_element(fair.done.begin(), fair.done.end());
+  const double last_cubic = *std::max_element(cubic.done.begin(), cubic.done.end());
+  EXPECT_NEAR(last_fair, 60.0e6 / port, 2e-3);
+  EXPECT_NEAR(last_cubic, 60.0e6 / port, 2e-3);
+  // Equal shares finish the senders in the order they started, 2 ms apart at most times two;
+  // windows do not: someone falls behind by more.
+  const auto spread = [](const std::vector<double>& d) {
+    return *std::max_element(d.begin(), d.end()) - *std::min_element(d.begin(), d.end());
+  };
+  EXPECT_LT(spread(fair.done), 0.0121);
+  EXPECT_GT(spread(cubic.done), 0.02);
+  // The losses are drawn from the seed: the same seed, the same run.
+  EXPECT_EQ(incast(true, 1).done, cubic.done);
+}
+
+TEST(FlowWorld, AHostServesItsFlowsInTurnWhateverTheirWindows) {
+  // w0 sends to w1 and w2 at once, then again after w1's connection has grown its window on
+  // its own: w0's host queue (lossless, as the ns-3 world's tsq) still splits its link evenly.
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 10us, .mtu = 1500, .queue_packets = 100};
+  FlowWorld world(star_topology(3, 1, link, link));
+  std::vector<std::pair<int, double>> got;
+  for (int r = 1; r <= 2; ++r) {
+    world.transport(r).set_handlers({.on_message = [&, r](int, Message) {
+      got.emplace_back(r, to_seconds(world.now().time_since_epoch()));
+    }});
+  }
+  const auto send = [&world](int dst, std::size_t bytes) {
+    Message m;
+    m.payload = Payload::phantom(bytes);
+    world.transport(0).send(dst, std::move(m));
+  };
+  world.executor().post([&] {
+    send(1, 5'000'000);
+    send(2, 10'000);
+  });
+  world.executor().post_after(100ms, [&] {
+    send(1, 1'000'000);
+    send(2, 1'000'000);
+  });
+  world.run();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_NEAR(got[2].second, got[3].second, 1e-9) << "the two shared w0's link evenly";
+  EXPECT_NEAR(got[2].second - 0.1, 2 * 1'000'040 / (1e9 / 8 * 1448 / 1502), 1e-4);
 }
 
 TEST(FlowWorld, MessagesOfOnePairArriveInOrder) {
@@ -640,6 +834,28 @@ TEST(FlowScenario, AFailedWorkerBecomesAnErrorNotAHang) {
   const auto summary = sim.summary();
   EXPECT_FALSE(summary["errors"].empty());
   EXPECT_LT(summary["simulation_end_s"].get<double>(), 60.0);
+}
+
+TEST(FlowScenario, FlowTcpChoosesWindowsOrEqualSharesAndAnUnknownModelIsAnErrorAtItsPlace) {
+  Simulation cubic(parse_scenario(kScenario, "flow-small.yaml", {"events=[]", "steps=3"}));
+  cubic.run();
+  Simulation fair(
+      parse_scenario(kScenario, "flow-small.yaml", {"events=[]", "steps=3", "flow_tcp=fair"}));
+  fair.run();
+  EXPECT_EQ(cubic.summary()["flow_tcp"], "cubic");
+  EXPECT_EQ(fair.summary()["flow_tcp"], "fair");
+  EXPECT_GT(cubic.summary()["world_stats"]["tcp_rounds"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(fair.summary()["world_stats"]["tcp_rounds"].get<std::uint64_t>(), 0u);
+  try {
+    parse_scenario("steps: 1\ntopology: {hosts: 2}\nflow_tcp: reno\n", "w.yaml");
+    FAIL() << "no error";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_EQ(e.column(), 11);
+    EXPECT_NE(
+        std::string(e.what()).find("unknown flow-world TCP model 'reno' (known: cubic, fair)"),
+        std::string::npos);
+  }
 }
 
 TEST(FlowScenario, AnUnknownWorldIsAnErrorAtItsPlace) {

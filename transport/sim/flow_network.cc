@@ -41,11 +41,14 @@ int FlowNetwork::add_channel(double capacity) {
   return static_cast<int>(channels_.size()) - 1;
 }
 
-FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double cap) {
+FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double cap,
+                                          double weight) {
   if (route.empty() && cap == kUncapped) {
     throw std::invalid_argument("a flow with no channel needs a rate cap");
   }
   if (!(cap > 0)) throw std::invalid_argument("a flow's rate cap must be positive");
+  if (!(weight > 0) || weight == kUncapped)
+    throw std::invalid_argument("a flow's weight must be positive and finite");
   for (int ch : route) {
     if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
       throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
@@ -69,6 +72,7 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     long_routes_[static_cast<std::size_t>(id)] = route;
   }
   f.cap = cap;
+  f.weight = weight;
   f.rate = 0;
   f.active = true;
   bool alone = true;  // on every channel of its route: its component is itself
@@ -111,6 +115,21 @@ void FlowNetwork::remove_flow(FlowId id) {
     return;
   }
   resolve_from(hops, -1);
+}
+
+void FlowNetwork::set_weight(FlowId id, double weight) {
+  if (!(weight > 0) || weight == kUncapped)
+    throw std::invalid_argument("a flow's weight must be positive and finite");
+  Flow& f = flows_.at(static_cast<std::size_t>(id));
+  if (!f.active) throw std::logic_error("weighting a flow that is not active");
+  changes_.clear();
+  if (f.weight == weight) return;
+  f.weight = weight;
+  // A weight matters only against another flow on some channel.
+  bool alone = true;
+  for (int ch : route(id))
+    alone = alone && channels_[static_cast<std::size_t>(ch)].flows.size() == 1;
+  if (!alone) resolve_from({}, id);
 }
 
 double FlowNetwork::load(int channel) const {
@@ -187,7 +206,7 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
   for (std::size_t i = 0; i < channels.size(); ++i) {
     const auto ch = static_cast<std::size_t>(channels[i]);
     x.local_of_channel[ch] = static_cast<int>(i);
-    x.shares[i] = {channels_[ch].capacity, 0, false};
+    x.shares[i] = {channels_[ch].capacity, 0, 0.0, false};
   }
   x.hops.clear();
   x.first_hop.clear();
@@ -196,7 +215,9 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
     for (int ch : route(id)) {
       const int l = x.local_of_channel[static_cast<std::size_t>(ch)];
       x.hops.push_back(l);
-      ++x.shares[static_cast<std::size_t>(l)].unfrozen;
+      Share& s = x.shares[static_cast<std::size_t>(l)];
+      ++s.unfrozen;
+      s.weight += flows_[static_cast<std::size_t>(id)].weight;
     }
   }
   x.first_hop.push_back(x.hops.size());
@@ -205,27 +226,30 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
   for (std::size_t k = 0; k < flows.size(); ++k)
     x.unfrozen[k] = k;
   while (!x.unfrozen.empty()) {
+    // The level is a rate per unit of weight.
     double level = kUncapped;
     for (const Share& s : x.shares) {
-      if (s.unfrozen > 0) level = std::min(level, s.remaining / s.unfrozen);
+      if (s.unfrozen > 0) level = std::min(level, s.remaining / s.weight);
     }
-    for (std::size_t k : x.unfrozen)
-      level = std::min(level, flows_[static_cast<std::size_t>(flows[k])].cap);
+    for (std::size_t k : x.unfrozen) {
+      const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+      level = std::min(level, f.cap / f.weight);
+    }
     level = std::max(level, 0.0);  // rounding may leave a full channel a hair below zero
     const double reach = level * (1 + kTie);
     for (Share& s : x.shares)
-      s.saturated = s.unfrozen > 0 && s.remaining <= reach * s.unfrozen;
+      s.saturated = s.unfrozen > 0 && s.remaining <= reach * s.weight;
     // Freeze every flow at the level that crosses a full channel or reaches its cap.
     x.freezing.clear();
     std::size_t kept = 0;
     for (std::size_t k : x.unfrozen) {
-      const double cap = flows_[static_cast<std::size_t>(flows[k])].cap;
-      bool freeze = cap <= reach;
+      const Flow& f = flows_[static_cast<std::size_t>(flows[k])];
+      bool freeze = f.cap / f.weight <= reach;
       for (std::size_t h = x.first_hop[k]; !freeze && h < x.first_hop[k + 1]; ++h)
         freeze = x.shares[static_cast<std::size_t>(x.hops[h])].saturated;
       if (freeze) {
         x.freezing.push_back(k);
-        out[static_cast<std::size_t>(flows[k])] = std::min(level, cap);
+        out[static_cast<std::size_t>(flows[k])] = std::min(level * f.weight, f.cap);
       } else {
         x.unfrozen[kept++] = k;
       }
@@ -237,6 +261,7 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
         Share& s = x.shares[static_cast<std::size_t>(x.hops[h])];
         s.remaining -= rate;
         --s.unfrozen;
+        s.weight -= flows_[static_cast<std::size_t>(flows[k])].weight;
       }
     }
   }

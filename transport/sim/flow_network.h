@@ -1,7 +1,9 @@
 // FlowNetwork: the fluid model of a network. Channels (one direction of a link) have a capacity;
 // flows follow a route of channels and may have a rate cap of their own; every active flow gets
-// its max-min fair rate (progressive filling: raise every rate together, freeze the flows of a
-// channel once it is full or a flow once it reaches its cap).
+// its weighted max-min fair rate (progressive filling: raise every rate together in proportion
+// to the flows' weights, freeze the flows of a channel once it is full or a flow once it reaches
+// its cap). Weights are 1 unless the caller sets them: FlowWorld's TCP windows do, so that flows
+// meeting at a bottleneck share it in proportion to their congestion windows, as TCP does.
 //
 // Incremental: a max-min allocation splits over the connected components of the "shares a
 // channel" relation, so when a flow starts or ends (or a channel's capacity changes) only the
@@ -39,7 +41,18 @@ class FlowNetwork {
 
   // Starts a flow over `route` (channel ids; may be empty: then only `cap` bounds it, and an
   // empty uncapped route is an error) and re-solves its component.
-  FlowId add_flow(const std::vector<int>& route, double cap = kUncapped);
+  FlowId add_flow(const std::vector<int>& route, double cap = kUncapped, double weight = 1);
+  // Gives an active flow a new weight (> 0) and re-solves its component if that can matter.
+  void set_weight(FlowId flow, double weight);
+  double weight(FlowId flow) const { return flows_[static_cast<std::size_t>(flow)].weight; }
+  // How many active flows cross a channel.
+  std::size_t flows_on(int channel) const {
+    return channels_[static_cast<std::size_t>(channel)].flows.size();
+  }
+  // The i-th active flow on a channel (in the order they started).
+  FlowId flow_on(int channel, std::size_t i) const {
+    return channels_[static_cast<std::size_t>(channel)].flows[i];
+  }
   // Ends a flow and re-solves what was its component. Its id may be reused.
   void remove_flow(FlowId flow);
   void set_capacity(int channel, double capacity);
@@ -78,6 +91,7 @@ class FlowNetwork {
 
   struct Flow {
     double cap = kUncapped;
+    double weight = 1;
     double rate = 0;
     std::array<int, kInlineHops> hops{};  // the route, if it fits; else long_routes_[id]
     std::uint32_t length = 0;
@@ -132,6 +146,7 @@ class FlowNetwork {
   struct Share {
     double remaining;  // capacity not yet given to frozen flows
     int unfrozen;      // flows on the channel still rising
+    double weight;     // their weights, summed
     bool saturated;
   };
   struct FillScratch {

@@ -12,6 +12,7 @@
 #include "transport/sim/event_queue.h"
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_routes.h"
+#include "transport/sim/flow_tcp.h"
 #include "transport/sim/ring_queue.h"
 #include "transport/sim/sim_compute.h"
 #include "transport/sim/sim_port.h"
@@ -64,15 +65,18 @@ class FlowWorld::Impl {
     // queue, so a message is not moved from one to another on the way.
     RingQueue<std::pair<Message, std::uint64_t>> messages;
     std::size_t sent = 0;
+    double waiting_bytes = 0;       // of the messages in [sent, end)
     double front_sent = 0;          // bytes of the first waiting message sent
     FlowNetwork::FlowId flow = -1;  // active while some wait
     std::int64_t settled_at = 0;    // front_sent is as of this time
     std::uint64_t generation = 0;   // of the pending "front sent" event
     std::int64_t last_arrival = 0;
+    int sender = -1;  // its TCP window (FlowTcp), with options.tcp_windows
   };
 
   struct Background {
     std::vector<FlowNetwork::FlowId> flows;
+    std::vector<int> senders;  // FlowTcp's, with options.tcp_windows
     bool active = true;
   };
 
@@ -117,6 +121,10 @@ class FlowWorld::Impl {
   void integrate(Bucket& b);
   void retune(Bucket& b);
   void settle(Connection& c, double rate);
+  // Bytes a connection has queued and not sent (as of its last settle); a flow's: a background
+  // flow's is unbounded.
+  double unsent(const Connection& c) const;
+  double backlog(FlowNetwork::FlowId flow) const;
   void reschedule(Connection& c);
   void front_sent(Connection& c, std::uint64_t generation);
   void arrive(Connection& c);
@@ -151,6 +159,7 @@ class FlowWorld::Impl {
   std::vector<int> bucket_of_channel;  // -1: a plain channel; empty when no link is shaped
   std::vector<int> buckets_to_retune;
   bool retuning = false;
+  std::unique_ptr<FlowTcp> tcp;  // options.tcp_windows
 };
 
 FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
@@ -180,6 +189,20 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
     }
   }
   if (!buckets.empty()) bucket_of_channel.resize(static_cast<std::size_t>(network.channels()), -1);
+  if (options.tcp_windows) {
+    std::vector<double> queue_bytes;
+    for (int ch = 0; ch < network.channels(); ++ch) {
+      const auto& link = topo.links[static_cast<std::size_t>(link_of(ch))];
+      const int from = ch == channel_of(link_of(ch), true) ? link.a : link.b;
+      const bool host = topo.nodes[static_cast<std::size_t>(from)].kind != NodeKind::switch_;
+      queue_bytes.push_back(host && options.lossless_hosts
+                                ? FlowNetwork::kUncapped
+                                : static_cast<double>(link.spec.queue_packets) * link.spec.mtu);
+    }
+    tcp = std::make_unique<FlowTcp>(
+        network, clock, std::move(queue_bytes), static_cast<double>(segment), options.seed,
+        [this] { apply_changes(); }, [this](FlowNetwork::FlowId f) { return backlog(f); });
+  }
   const int n = static_cast<int>(topo.worker_node.size());
   failed.assign(static_cast<std::size_t>(n), 0);
   connections_from.resize(static_cast<std::size_t>(n));
@@ -215,6 +238,7 @@ FlowWorld::Impl::Connection& FlowWorld::Impl::connection(int src, int dst) {
   c->route = routes.route(topo.worker_node[static_cast<std::size_t>(src)],
                           topo.worker_node[static_cast<std::size_t>(dst)]);
   measure(*c);
+  if (tcp) c->sender = tcp->add_sender();
   connections_from[static_cast<std::size_t>(src)].emplace_back(dst, c.get());
   connection_list.push_back(std::move(c));
   return *connection_list.back();
@@ -246,6 +270,7 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
   }
   const std::uint64_t bytes = wire_bytes(message);
   c.messages.emplace_back(std::move(message), bytes);
+  c.waiting_bytes += static_cast<double>(bytes);
   if (!c.open) {
     if (!c.opening) {
       c.opening = true;
@@ -264,14 +289,17 @@ void FlowWorld::Impl::start_flow(Connection& c) {
   if (c.flow >= 0 || c.sent == c.messages.size()) return;
   c.front_sent = 0;
   c.settled_at = now();
-  c.flow = network.add_flow(c.route);
+  c.flow =
+      network.add_flow(c.route, FlowNetwork::kUncapped, tcp ? tcp->weight(c.sender, unsent(c)) : 1);
   if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
   owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
   apply_changes();
+  if (tcp) tcp->started(c.sender, c.flow, c.latency_ns);
 }
 
 void FlowWorld::Impl::stop_flow(Connection& c) {
   if (c.flow < 0) return;
+  if (tcp) tcp->stopping(c.sender);
   const FlowNetwork::FlowId id = c.flow;
   c.flow = -1;
   ++c.generation;  // its pending "front sent" event is void
@@ -284,6 +312,7 @@ void FlowWorld::Impl::stop_flow(Connection& c) {
 
 // Settles every flow whose rate changed at its old rate up to now, then reschedules it.
 void FlowWorld::Impl::apply_changes() {
+  if (tcp) tcp->rates_changing(network.changes());
   for (const auto& change : network.changes()) {
     Owner& o = owners[static_cast<std::size_t>(change.flow)];
     if (o.connection != nullptr) {
@@ -371,6 +400,15 @@ void FlowWorld::Impl::settle(Connection& c, double rate) {
   c.settled_at = now();
 }
 
+double FlowWorld::Impl::unsent(const Connection& c) const {
+  return std::max(0.0, c.waiting_bytes - c.front_sent);
+}
+
+double FlowWorld::Impl::backlog(FlowNetwork::FlowId flow) const {
+  const Connection* c = owners[static_cast<std::size_t>(flow)].connection;
+  return c == nullptr ? FlowNetwork::kUncapped : unsent(*c);
+}
+
 // Schedules the moment the front message's last byte leaves, at the flow's current rate.
 void FlowWorld::Impl::reschedule(Connection& c) {
   const std::uint64_t generation = ++c.generation;
@@ -385,6 +423,7 @@ void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
   if (generation != c.generation) return;  // the rate changed since: rescheduled
   settle(c, network.rate(c.flow));
   const std::uint64_t bytes = c.messages[c.sent++].second;
+  c.waiting_bytes -= static_cast<double>(bytes);
   c.front_sent = std::max(0.0, c.front_sent - static_cast<double>(bytes));
   // Its last packet is stored and forwarded at every hop after the first.
   const auto last_packet =
@@ -469,9 +508,12 @@ WorldStats FlowWorld::stats() const {
 }
 
 FlowStats FlowWorld::flow_stats() const {
+  const FlowTcp::Stats tcp = impl_->tcp ? impl_->tcp->stats() : FlowTcp::Stats{};
   return {.rate_solves = impl_->network.solves(),
           .solved_flows = impl_->network.solved_flows(),
-          .connections = impl_->connection_list.size()};
+          .connections = impl_->connection_list.size(),
+          .tcp_rounds = tcp.rounds,
+          .tcp_losses = tcp.losses};
 }
 
 void FlowWorld::set_straggler(int rank, double factor) {
@@ -490,13 +532,22 @@ int FlowWorld::start_background(const std::string& from, const std::string& to,
   const std::vector<int> route = w.routes.route(a, b);
   const int id = w.next_background++;
   Impl::Background& bg = w.backgrounds[id];
+  std::int64_t latency_ns = 0;
+  for (int ch : route)
+    latency_ns += w.link_latency[static_cast<std::size_t>(link_of(ch))];
   for (int f = 0; f < flows; ++f) {
+    const int sender = w.tcp ? w.tcp->add_sender() : -1;
     const FlowNetwork::FlowId flow =
-        w.network.add_flow(route, rate_bps ? *rate_bps / 8 : FlowNetwork::kUncapped);
+        w.network.add_flow(route, rate_bps ? *rate_bps / 8 : FlowNetwork::kUncapped,
+                           w.tcp ? w.tcp->weight(sender, FlowNetwork::kUncapped) : 1);
     if (w.owners.size() <= static_cast<std::size_t>(flow)) w.owners.resize(flow + 1);
     w.owners[static_cast<std::size_t>(flow)] = {nullptr, w.now()};
     w.apply_changes();
     bg.flows.push_back(flow);
+    if (w.tcp) {
+      w.tcp->started(sender, flow, latency_ns);
+      bg.senders.push_back(sender);
+    }
   }
   return id;
 }
@@ -506,7 +557,9 @@ void FlowWorld::stop_background(int id) {
   auto it = w.backgrounds.find(id);
   if (it == w.backgrounds.end() || !it->second.active) return;
   it->second.active = false;
-  for (FlowNetwork::FlowId f : it->second.flows) {
+  for (std::size_t i = 0; i < it->second.flows.size(); ++i) {
+    const FlowNetwork::FlowId f = it->second.flows[i];
+    if (w.tcp) w.tcp->stopping(it->second.senders[i]);
     Impl::Owner& o = w.owners[static_cast<std::size_t>(f)];
     w.background_bytes += w.network.rate(f) * static_cast<double>(w.now() - o.settled_at) * 1e-9;
     o = {};
@@ -560,12 +613,14 @@ void FlowWorld::fail(int rank) {
       // What was not sent yet would reach the peer as a partial message at best: dropped.
       c->closed = true;
       c->messages.truncate(c->sent);
+      c->waiting_bytes = 0;
       w.stop_flow(*c);
       w.lost_later(c->dst, c->src, std::max(w.now() + c->latency_ns, c->last_arrival),
                    "connection closed by the peer");
     } else if (c->dst == rank && !c->closed) {
       c->closed = true;
       c->messages.truncate(c->sent);
+      c->waiting_bytes = 0;
       w.stop_flow(*c);
       w.lost_later(c->src, c->dst, w.now() + c->latency_ns, "connection closed by the peer");
     }

@@ -2,22 +2,26 @@
 //
 // The parallel of Ns3World one level up: instead of packets through ns-3 TCP, each ordered
 // worker pair has one connection (as TCP gives the real world), a flow over the topology's route
-// that is active while it has messages queued; its rate is its max-min fair share of every
-// channel on the way (FlowNetwork), recomputed only when some flow starts or ends, or a link
-// changes. A message leaves at the connection's rate, in order, and is handed to the receiver
-// when its last byte has crossed the path. One simulated clock (EventQueue) is every worker's
-// Executor; Compute advances it by the profiled duration times the straggler factor, with the
-// same jitter draws as the ns-3 world, so the two worlds differ only in their networks.
+// that is active while it has messages queued; its rate is its weighted max-min share of every
+// channel on the way (FlowNetwork), recomputed only when some flow starts or ends, a window
+// changes, or a link changes. A message leaves at the connection's rate, in order, and is handed to
+// the receiver when its last byte has crossed the path. One simulated clock (EventQueue) is every
+// worker's Executor; Compute advances it by the profiled duration times the straggler factor, with
+// the same jitter draws as the ns-3 world, so the two worlds differ only in their networks.
 //
-// TCP, roughly and with physical constants only (no fitted factors):
+// TCP, with physical constants only (no fitted factors):
 //   - capacity: a link carries payload at bandwidth x segment / (segment + 54): every segment of
 //     (smallest MTU - 52) payload bytes has IPv4 (20), TCP (20), timestamp option (12) and PPP
 //     (2) headers around it, as in the ns-3 world;
 //   - delay: a message's last byte arrives the path's propagation latency after it left, plus one
 //     store-and-forward of its last packet at every hop after the first;
 //   - a connection's first message waits for the handshake (one round trip);
-//   - congestion control reaches its fair share at once (no slow start, no losses): what TCP
-//     does on the long-lived connections that collectives use.
+//   - sharing (FlowOptions::tcp_windows, the default; FlowTcp): each connection has a CUBIC
+//     congestion window (slow start, HyStart, losses where the windows overflow a switch port's
+//     drop-tail queue), and flows meeting at a link share it in proportion to what they have in
+//     flight, except at a host's lossless queue, which serves its flows in turn. Without
+//     tcp_windows every flow gets its max-min fair share at once (no slow start, no losses).
+//     Neither has retransmission timeouts.
 // Payloads are never copied or looked at, so phantom buffers cost nothing.
 //
 // Background flows (contention) are flows with no end, each capped at its rate if given.
@@ -39,12 +43,20 @@ struct FlowOptions {
   std::uint64_t seed = 1;
   // Compute times are scaled by a factor uniform in [1 - j, 1 + j], drawn as the ns-3 world does.
   double compute_jitter = 0;
+  // Flows meeting at a channel share it in proportion to their TCP congestion windows
+  // (CubicWindow, updated every round trip, losses where the windows overflow a channel's
+  // queue) instead of equally.
+  bool tcp_windows = true;
+  // Hosts queue without loss (the ns-3 world's host_qdisc: tsq): only switch ports drop.
+  bool lossless_hosts = true;
 };
 
 struct FlowStats {
   std::uint64_t rate_solves = 0;   // components re-solved
   std::uint64_t solved_flows = 0;  // flows in them, summed
   std::uint64_t connections = 0;   // worker pairs that exchanged messages
+  std::uint64_t tcp_rounds = 0;    // window updates (FlowOptions::tcp_windows)
+  std::uint64_t tcp_losses = 0;    // window backoffs where windows overflowed a queue
 };
 
 class FlowWorld final : public SimWorld {

@@ -973,9 +973,9 @@ Scenario Reader::build(const Node& root) const {
          "expected a map of scenario settings (steps, topology, ...), got " + describe(root));
   }
   const MapView m(*this, root, "",
-                  {"name", "description", "seed", "steps", "world", "topology", "workload",
-                   "strategy", "optimizer", "chunk", "timeout", "policy", "elastic", "monitoring",
-                   "tcp_samples", "events", "sweep", "variants"});
+                  {"name", "description", "seed", "steps", "world", "flow_tcp", "topology",
+                   "workload", "strategy", "optimizer", "chunk", "timeout", "policy", "elastic",
+                   "monitoring", "tcp_samples", "events", "sweep", "variants"});
   Scenario sc;
   sc.file = file_;
   sc.name = std::filesystem::path(file_).stem().string();
@@ -988,6 +988,12 @@ Scenario Reader::build(const Node& root) const {
     if (world != "ns3" && world != "flow")
       fail(*v, "world", "unknown world '" + world + "' (known: ns3, flow)");
     sc.world = world;
+  }
+  if (const auto v = m.get("flow_tcp")) {
+    const std::string tcp = scalar(*v, "flow_tcp", "a flow-world TCP model");
+    if (tcp != "cubic" && tcp != "fair")
+      fail(*v, "flow_tcp", "unknown flow-world TCP model '" + tcp + "' (known: cubic, fair)");
+    sc.flow_tcp = tcp;
   }
   sc.topology = topology(m.require("topology"));
   if (const auto v = m.get("workload")) sc.workload = workload(*v);

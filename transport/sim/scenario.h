@@ -178,7 +178,10 @@ struct Scenario {
   std::string description;
   std::uint64_t seed = 1;
   int steps = 10;
-  std::string world = "ns3";  // ns3 (packet level) or flow (fluid, max-min fair)
+  std::string world = "ns3";  // ns3 (packet level) or flow (fluid)
+  // The flow world's TCP: "cubic" (flows meeting at a channel share it by their congestion
+  // windows, CubicWindow) or "fair" (equal shares: plain max-min).
+  std::string flow_tcp = "cubic";
   TopologyConfig topology;
   WorkloadConfig workload;
   StrategyName strategy = StrategyName::binary_tree_star;

@@ -86,8 +86,11 @@ NumericOptions numeric_options(const Scenario& sc) {
 // The world the scenario names: the packet-level ns-3 one or the flow-level one.
 std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology& topo) {
   if (sc.world == "flow") {
-    return std::make_unique<FlowWorld>(
-        topo, FlowOptions{.seed = sc.seed, .compute_jitter = sc.workload.compute_jitter});
+    return std::make_unique<FlowWorld>(topo,
+                                       FlowOptions{.seed = sc.seed,
+                                                   .compute_jitter = sc.workload.compute_jitter,
+                                                   .tcp_windows = sc.flow_tcp == "cubic",
+                                                   .lossless_hosts = sc.topology.host_tsq});
   }
 #ifdef KF_WITH_NS3
   if (sc.world == "ns3") {
@@ -310,6 +313,8 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
     world_stats_["rate_solves"] = flow->flow_stats().rate_solves;
     world_stats_["solved_flows"] = flow->flow_stats().solved_flows;
     world_stats_["connections"] = flow->flow_stats().connections;
+    world_stats_["tcp_rounds"] = flow->flow_stats().tcp_rounds;
+    world_stats_["tcp_losses"] = flow->flow_stats().tcp_losses;
   }
 #ifdef KF_WITH_NS3
   if (const auto* ns3 = dynamic_cast<const Ns3World*>(&world)) {
@@ -339,6 +344,7 @@ nlohmann::json Simulation::summary() const {
       {"scenario", scenario_.name},
       {"seed", scenario_.seed},
       {"world", scenario_.world},
+      {"flow_tcp", scenario_.world == "flow" ? nlohmann::json(scenario_.flow_tcp) : nullptr},
       {"workers",
        recorder_.cluster_steps().empty() ? 0 : recorder_.cluster_steps().front().workers},
       {"model", w.model},

@@ -1,0 +1,299 @@
+#include "transport/sim/flow_tcp.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kf {
+
+namespace {
+
+constexpr double kInitialSegments = 10;
+constexpr double kBeta = 0.7;
+constexpr double kC = 0.4;
+constexpr double kHystartLowSegments = 16;
+constexpr double kHystartDelayMin = 4e-3;
+constexpr double kHystartDelayMax = 1.0;
+constexpr double kCountClamp = 20;  // before the first loss
+
+}  // namespace
+
+CubicWindow::CubicWindow(double segment_bytes)
+    : segment_(segment_bytes), cwnd_(kInitialSegments * segment_bytes) {}
+
+void CubicWindow::acked(double now, double bytes, double rtt, double rate) {
+  if (rtt > 0) min_rtt_ = std::min(min_rtt_, rtt);
+  if (bytes <= 0) return;
+  if (slow_start()) {
+    const double room = ssthresh_ - cwnd_;
+    const double grown = std::min(bytes, room);
+    cwnd_ += grown;
+    bytes -= grown;
+    if (cwnd_ >= kHystartLowSegments * segment_ && std::isfinite(min_rtt_)) {
+      const bool train = rate > 0 && cwnd_ / rate > min_rtt_;
+      const bool delay = rtt > min_rtt_ + std::clamp(min_rtt_, kHystartDelayMin, kHystartDelayMax);
+      if (train || delay) ssthresh_ = cwnd_;
+    }
+    if (slow_start()) return;
+  }
+  const double seg = cwnd_ / segment_;
+  if (epoch_start_ < 0) {
+    epoch_start_ = now;
+    if (last_max_ <= seg) {
+      k_ = 0;
+      origin_ = seg;
+    } else {
+      k_ = std::cbrt((last_max_ - seg) / kC);
+      origin_ = last_max_;
+    }
+  }
+  const double t = now + (std::isfinite(min_rtt_) ? min_rtt_ : 0) - epoch_start_;
+  const double delta = kC * std::pow(std::abs(t - k_), 3);
+  const double target = t < k_ ? origin_ - delta : origin_ + delta;
+  // ns-3 adds a segment per `cnt` ACKed segments, cnt = window / (target - window), and
+  // recomputes cnt as the window moves: over a spell of ACKs the window closes in on the target
+  // and stops there. At most half a segment per segment ACKed (cnt >= 2); before the first loss
+  // at least one per 20 (cnt clamped).
+  const double acked_segments = bytes / segment_;
+  double growth = 0;
+  if (target > seg) growth = std::min(acked_segments * (target - seg) / seg, target - seg);
+  growth = std::min(growth, acked_segments / 2);
+  if (last_max_ == 0) growth = std::max(growth, acked_segments / kCountClamp);
+  cwnd_ += growth * segment_;
+}
+
+void CubicWindow::lost() {
+  const double seg = cwnd_ / segment_;
+  last_max_ = seg < last_max_ ? seg * (1 + kBeta) / 2 : seg;
+  epoch_start_ = -1;
+  ssthresh_ = std::max(std::floor(seg * kBeta), 2.0) * segment_;
+  cwnd_ = ssthresh_;
+}
+
+FlowTcp::FlowTcp(FlowNetwork& network, EventQueue& clock, std::vector<double> queue_bytes,
+                 double segment_bytes, std::uint64_t seed, std::function<void()> apply,
+                 std::function<double(FlowNetwork::FlowId)> backlog)
+    : network_(network),
+      clock_(clock),
+      queue_bytes_(std::move(queue_bytes)),
+      segment_(segment_bytes),
+      draws_(seed ^ 0x7cb3a1d95e4f0b21ULL),
+      apply_(std::move(apply)),
+      backlog_(std::move(backlog)) {}
+
+int FlowTcp::add_sender() {
+  senders_.emplace_back(segment_);
+  return static_cast<int>(senders_.size()) - 1;
+}
+
+double FlowTcp::weight(int sender, double backlog) const {
+  return std::max(segment_,
+                  std::min(senders_[static_cast<std::size_t>(sender)].window.cwnd(), backlog));
+}
+
+double FlowTcp::in_flight(const Sender& s) const {
+  return std::max(segment_, std::min(s.window.cwnd(), backlog_(s.flow)));
+}
+
+double FlowTcp::in_flight_on(int channel) const {
+  double sum = 0;
+  for (std::size_t i = 0; i < network_.flows_on(channel); ++i) {
+    if (const Sender* t = sender_of(network_.flow_on(channel, i))) sum += in_flight(*t);
+  }
+  return sum;
+}
+
+const CubicWindow& FlowTcp::window(int sender) const {
+  return senders_[static_cast<std::size_t>(sender)].window;
+}
+
+FlowTcp::Sender* FlowTcp::sender_of(FlowNetwork::FlowId flow) const {
+  if (flow < 0 || static_cast<std::size_t>(flow) >= sender_by_flow_.size()) return nullptr;
+  const int s = sender_by_flow_[static_cast<std::size_t>(flow)];
+  return s < 0 ? nullptr : const_cast<Sender*>(&senders_[static_cast<std::size_t>(s)]);
+}
+
+void FlowTcp::started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way_latency_ns) {
+  Sender& s = senders_[static_cast<std::size_t>(sender)];
+  s.flow = flow;
+  s.base_rtt = 2e-9 * static_cast<double>(one_way_latency_ns);
+  s.settled_at = clock_.now_ns();
+  if (sender_by_flow_.size() <= static_cast<std::size_t>(flow))
+    sender_by_flow_.resize(static_cast<std::size_t>(flow) + 1, -1);
+  sender_by_flow_[static_cast<std::size_t>(flow)] = sender;
+  // It may have joined flows that were alone: they start their rounds, as it does. Alone, it
+  // needs nothing more (a ring's flows, nearly always).
+  for (int ch : network_.route(flow)) {
+    if (network_.flows_on(ch) < 2) continue;
+    for (std::size_t i = 0; i < network_.flows_on(ch); ++i) {
+      if (Sender* other = sender_of(network_.flow_on(ch, i))) start_rounds(*other);
+    }
+  }
+}
+
+void FlowTcp::stopping(int sender) {
+  Sender& s = senders_[static_cast<std::size_t>(sender)];
+  if (s.flow < 0) return;
+  if (s.ticking) {
+    update(s);
+  } else {
+    // Alone since its last round: what it sent is fed to its window when it next meets
+    // another flow (start_rounds), as one spell.
+    s.pending += network_.rate(s.flow) * static_cast<double>(clock_.now_ns() - s.settled_at) * 1e-9;
+  }
+  sender_by_flow_[static_cast<std::size_t>(s.flow)] = -1;
+  s.flow = -1;
+  s.ticking = false;
+  ++s.generation;
+}
+
+void FlowTcp::rates_changing(std::span<const FlowNetwork::RateChange> changes) {
+  const std::int64_t now = clock_.now_ns();
+  for (const auto& change : changes) {
+    Sender* s = sender_of(change.flow);
+    if (s == nullptr) continue;
+    s->pending += change.old_rate * static_cast<double>(now - s->settled_at) * 1e-9;
+    s->settled_at = now;
+  }
+}
+
+bool FlowTcp::shared(const Sender& s) const {
+  for (int ch : network_.route(s.flow))
+    if (network_.flows_on(ch) >= 2) return true;
+  return false;
+}
+
+void FlowTcp::start_rounds(Sender& s) {
+  if (s.ticking) return;
+  // What it sent alone counts first, as one spell, and what that grew beyond its path's
+  // queues it lost alone.
+  update(s);
+  double limit = FlowNetwork::kUncapped;
+  for (int ch : network_.route(s.flow)) {
+    limit = std::min(
+        limit, network_.capacity(ch) * s.base_rtt + queue_bytes_[static_cast<std::size_t>(ch)]);
+  }
+  while (in_flight(s) > limit && s.window.cwnd() > 2 * segment_) {
+    s.window.lost();
+    ++stats_.losses;
+  }
+  s.growth = 0;
+  reweigh(s);
+  s.ticking = true;
+  const std::uint64_t generation = ++s.generation;
+  const auto index = static_cast<int>(&s - senders_.data());
+  const auto rtt = static_cast<std::int64_t>(round_trip(s) * 1e9);
+  clock_.schedule_at(clock_.now_ns() + std::max<std::int64_t>(rtt, 1),
+                     [this, index, generation] { round(index, generation); });
+}
+
+void FlowTcp::round(int sender, std::uint64_t generation) {
+  Sender& s = senders_[static_cast<std::size_t>(sender)];
+  if (generation != s.generation || s.flow < 0) return;
+  update(s);
+  reweigh(s);
+  drop_excess(network_.route(s.flow), s.base_rtt);
+  if (!shared(s)) {
+    s.ticking = false;
+    return;
+  }
+  const std::uint64_t next = ++s.generation;
+  const auto rtt = static_cast<std::int64_t>(round_trip(s) * 1e9);
+  clock_.schedule_at(clock_.now_ns() + std::max<std::int64_t>(rtt, 1),
+                     [this, sender, next] { round(sender, next); });
+}
+
+void FlowTcp::update(Sender& s) {
+  const std::int64_t now = clock_.now_ns();
+  const double rate = network_.rate(s.flow);
+  s.pending += rate * static_cast<double>(now - s.settled_at) * 1e-9;
+  s.settled_at = now;
+  ++stats_.rounds;
+  const double before = s.window.cwnd();
+  s.window.acked(static_cast<double>(now) * 1e-9, s.pending, round_trip(s), rate);
+  s.growth = std::max(0.0, s.window.cwnd() - before);
+  s.pending = 0;
+}
+
+double FlowTcp::queued(int channel, double base_rtt) const {
+  return std::clamp(in_flight_on(channel) - network_.capacity(channel) * base_rtt, 0.0,
+                    queue_bytes_[static_cast<std::size_t>(channel)]);
+}
+
+double FlowTcp::round_trip(const Sender& s) const {
+  double rtt = s.base_rtt;
+  for (int ch : network_.route(s.flow))
+    rtt += queued(ch, s.base_rtt) / network_.capacity(ch);
+  return rtt;
+}
+
+void FlowTcp::drop_excess(std::span<const int> route, double base_rtt) {
+  for (int ch : route) {
+    const std::size_t n = network_.flows_on(ch);
+    const double windows = in_flight_on(ch);
+    const double capacity = network_.capacity(ch);
+    const double limit = capacity * base_rtt + queue_bytes_[static_cast<std::size_t>(ch)];
+    const double excess = windows - limit;
+    if (excess <= 0) continue;
+    if (n == 1) {
+      // Alone, it loses every round trip until its window fits.
+      if (Sender* t = sender_of(network_.flow_on(ch, 0))) {
+        while (in_flight(*t) > limit && t->window.cwnd() > 2 * segment_)
+          back_off(*t);
+      }
+      continue;
+    }
+    // The senders learn of the overflow a round trip later: meanwhile their windows grow on,
+    // and that growth overflows too.
+    double overshoot = excess;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (const Sender* t = sender_of(network_.flow_on(ch, i))) overshoot += t->growth;
+    }
+    std::vector<Sender*> losers;
+    for (std::size_t i = 0; i < n; ++i) {
+      const FlowNetwork::FlowId f = network_.flow_on(ch, i);
+      Sender* t = sender_of(f);
+      if (t == nullptr) continue;
+      const double drops = overshoot / segment_ * network_.rate(f) / capacity;
+      if (std::uniform_real_distribution<double>(0, 1)(draws_) < drops) losers.push_back(t);
+    }
+    for (Sender* t : losers)
+      back_off(*t);
+  }
+}
+
+void FlowTcp::back_off(Sender& s) {
+  s.window.lost();
+  s.growth = 0;
+  ++stats_.losses;
+  reweigh(s);
+}
+
+int FlowTcp::shared_fair_channel(const Sender& s) const {
+  int best = -1;
+  for (int ch : network_.route(s.flow)) {
+    if (std::isfinite(queue_bytes_[static_cast<std::size_t>(ch)]) || network_.flows_on(ch) < 2)
+      continue;
+    // Served in turn matters only where the queue holds flows back: a full channel.
+    if (network_.load(ch) < network_.capacity(ch) * (1 - 1e-9)) continue;
+    if (best < 0 || network_.flows_on(ch) > network_.flows_on(best)) best = ch;
+  }
+  return best;
+}
+
+void FlowTcp::reweigh(Sender& s) {
+  const int fair = shared_fair_channel(s);
+  if (fair < 0) {
+    network_.set_weight(s.flow, in_flight(s));
+    apply_();
+    return;
+  }
+  const double mean = in_flight_on(fair) / static_cast<double>(network_.flows_on(fair));
+  for (std::size_t i = 0; i < network_.flows_on(fair); ++i) {
+    const FlowNetwork::FlowId f = network_.flow_on(fair, i);
+    if (sender_of(f) == nullptr) continue;
+    network_.set_weight(f, mean);
+    apply_();
+  }
+}
+
+}  // namespace kf

@@ -1,0 +1,136 @@
+// CubicWindow: one connection's congestion window in the flow world, moved as ns-3 3.37's
+// TcpCubic moves it, but by fluid quantities (bytes acknowledged over a spell, the round trip
+// time with the queues on the way, the rate) instead of per-ACK events:
+//   - slow start grows the window by what is acknowledged (ns-3 counts bytes in slow start);
+//   - HyStart leaves slow start once the window is at least 16 segments and either an ACK
+//     train lasts longer than the smallest RTT seen (window / rate > min RTT) or the RTT exceeds
+//     the smallest by clamp(min RTT, 4 ms, 1 s);
+//   - congestion avoidance follows the cubic target origin +- C |t - K|^3 (segments, seconds,
+//     C = 0.4) with one segment per `cnt` acknowledged, cnt = window / (target - window), at
+//     least 2, and at most 20 until the first loss; no TCP-friendly region (ns-3 3.37 has none);
+//   - a loss sets ssthresh to beta = 0.7 of the window (fast recovery leaves the window there),
+//     with fast convergence for the cubic's origin.
+// Plain arithmetic, no simulator: FlowTcp (below) feeds it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "transport/sim/event_queue.h"
+#include "transport/sim/flow_network.h"
+
+namespace kf {
+
+class CubicWindow {
+ public:
+  explicit CubicWindow(double segment_bytes);
+
+  double cwnd() const { return cwnd_; }
+  bool slow_start() const { return cwnd_ < ssthresh_; }
+  double min_rtt() const { return min_rtt_; }
+
+  // `bytes` were acknowledged up to `now` (s), the round trip now taking `rtt` (s) at `rate`
+  // (bytes/s).
+  void acked(double now, double bytes, double rtt, double rate);
+  // A packet of the window was dropped (fast retransmit and recovery).
+  void lost();
+
+ private:
+  double segment_;
+  double cwnd_;
+  double ssthresh_ = std::numeric_limits<double>::infinity();
+  double min_rtt_ = std::numeric_limits<double>::infinity();
+  double last_max_ = 0;  // segments
+  double origin_ = 0;    // segments
+  double k_ = 0;         // s
+  double epoch_start_ = -1;
+};
+
+// FlowTcp: the TCP senders of a flow world, each with a CubicWindow, over its FlowNetwork.
+//
+// A sender's flow has its window as its weight, so flows meeting at a channel share it in
+// proportion to their windows: what TCP's ACK clock gives flows of one round trip time. While a
+// sender's flow shares a channel with another it is brought up to date every round trip
+// (the path's propagation both ways plus what the windows on each channel queue beyond its
+// bandwidth-delay product); a flow alone on its path is brought up to date when it stops or
+// meets another, since its weight changes nothing meanwhile. Where the windows on a channel
+// hold more than its bandwidth-delay product and drop-tail queue, the excess is dropped, spread
+// over the flows by their rates (a seeded draw: the same seed, the same losses), and a flow that
+// loses backs off; a flow alone backs off until its window fits.
+//
+// A sender keeps its window between flows (a connection's flow ends whenever its queue of
+// messages empties): ns-3's TCP keeps cwnd over idle spells too.
+class FlowTcp {
+ public:
+  struct Stats {
+    std::uint64_t rounds = 0;  // window updates
+    std::uint64_t losses = 0;  // backoffs
+  };
+
+  // `apply` settles and reschedules the flows whose rates the network last changed
+  // (FlowNetwork::changes()).
+  FlowTcp(FlowNetwork& network, EventQueue& clock, std::vector<double> queue_bytes_by_channel,
+          double segment_bytes, std::uint64_t seed, std::function<void()> apply,
+          std::function<double(FlowNetwork::FlowId)> backlog);
+
+  int add_sender();
+  // The weight of a sender's flow with `backlog` bytes to send: what it has in flight.
+  double weight(int sender, double backlog) const;
+  const CubicWindow& window(int sender) const;
+  // After network.add_flow(.., weight(sender)) and settling the changes it made.
+  void started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way_latency_ns);
+  // Before network.remove_flow(flow).
+  void stopping(int sender);
+  // Before the flows in `changes` are settled at their old rates: what they sent meanwhile.
+  void rates_changing(std::span<const FlowNetwork::RateChange> changes);
+  Stats stats() const { return stats_; }
+
+ private:
+  struct Sender {
+    explicit Sender(double segment) : window(segment) {}
+    CubicWindow window;
+    FlowNetwork::FlowId flow = -1;
+    double base_rtt = 0;
+    double pending = 0;  // bytes sent (so acknowledged, in the fluid) not yet fed to the window
+    double growth = 0;   // how much the window grew at its last update: about one round's
+    std::int64_t settled_at = 0;
+    std::uint64_t generation = 0;  // of the pending round
+    bool ticking = false;
+  };
+
+  Sender* sender_of(FlowNetwork::FlowId flow) const;
+  bool shared(const Sender& s) const;
+  void start_rounds(Sender& s);
+  void round(int sender, std::uint64_t generation);
+  // Feeds a sender's window what it sent since it was last settled.
+  void update(Sender& s);
+  // What a flow has in flight: its window, or less if it has less to send.
+  double in_flight(const Sender& s) const;
+  double in_flight_on(int channel) const;
+  double queued(int channel, double base_rtt) const;
+  double round_trip(const Sender& s) const;
+  void drop_excess(std::span<const int> route, double base_rtt);
+  void back_off(Sender& s);
+  // Sets a sender's flow's weight: what it has in flight, or where it shares a full lossless
+  // host queue (which serves flows in turn), the mean of what that queue's flows have in
+  // flight, for each of them.
+  void reweigh(Sender& s);
+  int shared_fair_channel(const Sender& s) const;  // -1: none
+
+  FlowNetwork& network_;
+  EventQueue& clock_;
+  std::vector<double> queue_bytes_;
+  double segment_;
+  std::mt19937_64 draws_;
+  std::function<void()> apply_;
+  std::function<double(FlowNetwork::FlowId)> backlog_;
+  std::vector<Sender> senders_;
+  std::vector<int> sender_by_flow_;  // -1: none
+  Stats stats_;
+};
+
+}  // namespace kf
