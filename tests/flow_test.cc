@@ -537,6 +537,19 @@ TEST(CubicWindow, ALossKeepsSeventyPercentAndTheCubicClimbsBackToTheOldWindowAft
   EXPECT_DOUBLE_EQ(floor.cwnd(), 2 * kSeg);
 }
 
+TEST(CubicWindow, ATimeoutStartsOverFromOneSegmentAndSlowStartsToSeventyPercent) {
+  CubicWindow w(kSeg);
+  w.acked(0, 90 * kSeg, 0.010, 1e12);
+  w.acked(0.01, 1, 0.0201, 1e12);  // out of slow start at 100 segments
+  w.timed_out();
+  EXPECT_DOUBLE_EQ(w.cwnd(), kSeg);
+  EXPECT_TRUE(w.slow_start());
+  EXPECT_FALSE(std::isfinite(w.min_rtt())) << "HyStart measures its minimum again";
+  w.acked(0.5, 100 * kSeg, 0.010, 1e12);  // slow start stops at ssthresh, 70 segments
+  EXPECT_DOUBLE_EQ(w.cwnd(), 70 * kSeg + 31 * kSeg / 20);
+  EXPECT_FALSE(w.slow_start());
+}
+
 // ---- message timing ----
 
 TEST(FlowWorld, AMessageTakesHandshakeLatencyAndSizeOverTheSharedRate) {
@@ -573,8 +586,9 @@ struct Incast {
   std::vector<double> done;  // by sender 1..3
   FlowStats stats;
 };
-Incast incast(bool tcp_windows, std::uint64_t seed) {
-  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 25us, .mtu = 9000, .queue_packets = 50};
+Incast incast(bool tcp_windows, std::uint64_t seed, std::uint32_t queue_packets = 50) {
+  const LinkSpec link{
+      .bandwidth_bps = 1e9, .latency = 25us, .mtu = 9000, .queue_packets = queue_packets};
   FlowWorld world(star_topology(4, 1, link, link), {.seed = seed, .tcp_windows = tcp_windows});
   Incast out;
   out.done.assign(3, 0);
@@ -620,6 +634,20 @@ TEST(FlowWorld, IncastWindowsOverflowThePortAndShareItByWindowNotEqually) {
   EXPECT_GT(spread(cubic.done), 0.02);
   // The losses are drawn from the seed: the same seed, the same run.
   EXPECT_EQ(incast(true, 1).done, cubic.done);
+  EXPECT_EQ(cubic.stats.tcp_timeouts, 0u) << "50 packets leave room for duplicate ACKs";
+}
+
+TEST(FlowWorld, APortTooShallowForDuplicateAcksTimesSendersOut) {
+  // Three packets: a window that overflows it has too little behind a drop for three duplicate
+  // ACKs, so the sender waits out its retransmission timeout (200 ms at least) with nothing sent,
+  // and at times no sender has anything on the way: the port idles.
+  const Incast shallow = incast(true, 1, 3);
+  EXPECT_GT(shallow.stats.tcp_timeouts, 0u);
+  const double port = 1e9 / 8 * 8948 / 9002;
+  const double last = *std::max_element(shallow.done.begin(), shallow.done.end());
+  EXPECT_GT(last, 60.0e6 / port + 0.05);
+  const Incast fair = incast(false, 1, 3);
+  EXPECT_NEAR(*std::max_element(fair.done.begin(), fair.done.end()), 60.0e6 / port, 2e-3);
 }
 
 TEST(FlowWorld, AHostServesItsFlowsInTurnWhateverTheirWindows) {

@@ -61,6 +61,13 @@ void CubicWindow::acked(double now, double bytes, double rtt, double rate) {
   cwnd_ += growth * segment_;
 }
 
+void CubicWindow::timed_out() {
+  lost();
+  cwnd_ = segment_;
+  last_max_ = 0;
+  min_rtt_ = std::numeric_limits<double>::infinity();
+}
+
 void CubicWindow::lost() {
   const double seg = cwnd_ / segment_;
   last_max_ = seg < last_max_ ? seg * (1 + kBeta) / 2 : seg;
@@ -70,15 +77,13 @@ void CubicWindow::lost() {
 }
 
 FlowTcp::FlowTcp(FlowNetwork& network, EventQueue& clock, std::vector<double> queue_bytes,
-                 double segment_bytes, std::uint64_t seed, std::function<void()> apply,
-                 std::function<double(FlowNetwork::FlowId)> backlog)
+                 double segment_bytes, std::uint64_t seed, Hooks hooks)
     : network_(network),
       clock_(clock),
       queue_bytes_(std::move(queue_bytes)),
       segment_(segment_bytes),
       draws_(seed ^ 0x7cb3a1d95e4f0b21ULL),
-      apply_(std::move(apply)),
-      backlog_(std::move(backlog)) {}
+      hooks_(std::move(hooks)) {}
 
 int FlowTcp::add_sender() {
   senders_.emplace_back(segment_);
@@ -91,7 +96,7 @@ double FlowTcp::weight(int sender, double backlog) const {
 }
 
 double FlowTcp::in_flight(const Sender& s) const {
-  return std::max(segment_, std::min(s.window.cwnd(), backlog_(s.flow)));
+  return std::max(segment_, std::min(s.window.cwnd(), hooks_.backlog(s.flow)));
 }
 
 double FlowTcp::in_flight_on(int channel) const {
@@ -192,6 +197,7 @@ void FlowTcp::round(int sender, std::uint64_t generation) {
   update(s);
   reweigh(s);
   drop_excess(network_.route(s.flow), s.base_rtt);
+  if (s.flow < 0) return;  // it timed out
   if (!shared(s)) {
     s.ticking = false;
     return;
@@ -226,8 +232,10 @@ double FlowTcp::round_trip(const Sender& s) const {
   return rtt;
 }
 
-void FlowTcp::drop_excess(std::span<const int> route, double base_rtt) {
-  for (int ch : route) {
+void FlowTcp::drop_excess(std::span<const int> path, double base_rtt) {
+  // A copy: a loser that times out ends its flow, and the network may reuse its route's place.
+  route_scratch_.assign(path.begin(), path.end());
+  for (int ch : route_scratch_) {
     const std::size_t n = network_.flows_on(ch);
     const double windows = in_flight_on(ch);
     const double capacity = network_.capacity(ch);
@@ -256,9 +264,27 @@ void FlowTcp::drop_excess(std::span<const int> route, double base_rtt) {
       const double drops = overshoot / segment_ * network_.rate(f) / capacity;
       if (std::uniform_real_distribution<double>(0, 1)(draws_) < drops) losers.push_back(t);
     }
-    for (Sender* t : losers)
-      back_off(*t);
+    for (Sender* t : losers) {
+      if (t->flow < 0) continue;  // timed out on an earlier channel
+      // Duplicate ACKs come from the segments sent after the lost one: what is left of the
+      // window and of what the sender has to send.
+      const double behind = std::min(t->window.cwnd(), hooks_.backlog(t->flow));
+      if (behind < 3 * segment_) {
+        time_out(*t);
+      } else {
+        back_off(*t);
+      }
+    }
   }
+}
+
+void FlowTcp::time_out(Sender& s) {
+  s.window.timed_out();
+  s.growth = 0;
+  ++stats_.losses;
+  ++stats_.timeouts;
+  const double rto = std::max(kMinRto, 3 * round_trip(s));
+  hooks_.pause(s.flow, static_cast<std::int64_t>(rto * 1e9));
 }
 
 void FlowTcp::back_off(Sender& s) {
@@ -284,7 +310,7 @@ void FlowTcp::reweigh(Sender& s) {
   const int fair = shared_fair_channel(s);
   if (fair < 0) {
     network_.set_weight(s.flow, in_flight(s));
-    apply_();
+    hooks_.apply();
     return;
   }
   const double mean = in_flight_on(fair) / static_cast<double>(network_.flows_on(fair));
@@ -292,7 +318,7 @@ void FlowTcp::reweigh(Sender& s) {
     const FlowNetwork::FlowId f = network_.flow_on(fair, i);
     if (sender_of(f) == nullptr) continue;
     network_.set_weight(f, mean);
-    apply_();
+    hooks_.apply();
   }
 }
 

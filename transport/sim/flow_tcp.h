@@ -38,6 +38,9 @@ class CubicWindow {
   void acked(double now, double bytes, double rtt, double rate);
   // A packet of the window was dropped (fast retransmit and recovery).
   void lost();
+  // A drop that no duplicate ACKs reported: the retransmission timer fired. Slow start again
+  // from one segment, the cubic and HyStart's minimum forgotten (ns-3's CA_LOSS).
+  void timed_out();
 
  private:
   double segment_;
@@ -60,22 +63,35 @@ class CubicWindow {
 // meets another, since its weight changes nothing meanwhile. Where the windows on a channel
 // hold more than its bandwidth-delay product and drop-tail queue, the excess is dropped, spread
 // over the flows by their rates (a seeded draw: the same seed, the same losses), and a flow that
-// loses backs off; a flow alone backs off until its window fits.
+// loses backs off; a flow alone backs off until its window fits. A loss with fewer than three
+// segments behind it (a window that small, or the tail of what the sender had to send) brings
+// no duplicate ACKs: the sender waits out its retransmission timeout (`pause`) and starts over
+// from one segment.
 //
 // A sender keeps its window between flows (a connection's flow ends whenever its queue of
 // messages empties): ns-3's TCP keeps cwnd over idle spells too.
 class FlowTcp {
  public:
   struct Stats {
-    std::uint64_t rounds = 0;  // window updates
-    std::uint64_t losses = 0;  // backoffs
+    std::uint64_t rounds = 0;    // window updates
+    std::uint64_t losses = 0;    // backoffs
+    std::uint64_t timeouts = 0;  // of them, retransmission timeouts
   };
 
-  // `apply` settles and reschedules the flows whose rates the network last changed
-  // (FlowNetwork::changes()).
+  struct Hooks {
+    // Settles and reschedules the flows whose rates the network last changed
+    // (FlowNetwork::changes()).
+    std::function<void()> apply;
+    // Bytes a flow's sender has to send (unbounded for a bulk flow).
+    std::function<double(FlowNetwork::FlowId)> backlog;
+    // Stops a flow's sender for this long (its retransmission timeout): the flow ends now
+    // (stopping() is called) and starts again afterwards.
+    std::function<void(FlowNetwork::FlowId, std::int64_t ns)> pause;
+  };
+  static constexpr double kMinRto = 0.2;  // s: Linux's floor, as the ns-3 world sets it
+
   FlowTcp(FlowNetwork& network, EventQueue& clock, std::vector<double> queue_bytes_by_channel,
-          double segment_bytes, std::uint64_t seed, std::function<void()> apply,
-          std::function<double(FlowNetwork::FlowId)> backlog);
+          double segment_bytes, std::uint64_t seed, Hooks hooks);
 
   int add_sender();
   // The weight of a sender's flow with `backlog` bytes to send: what it has in flight.
@@ -115,6 +131,7 @@ class FlowTcp {
   double round_trip(const Sender& s) const;
   void drop_excess(std::span<const int> route, double base_rtt);
   void back_off(Sender& s);
+  void time_out(Sender& s);
   // Sets a sender's flow's weight: what it has in flight, or where it shares a full lossless
   // host queue (which serves flows in turn), the mean of what that queue's flows have in
   // flight, for each of them.
@@ -126,8 +143,8 @@ class FlowTcp {
   std::vector<double> queue_bytes_;
   double segment_;
   std::mt19937_64 draws_;
-  std::function<void()> apply_;
-  std::function<double(FlowNetwork::FlowId)> backlog_;
+  Hooks hooks_;
+  std::vector<int> route_scratch_;
   std::vector<Sender> senders_;
   std::vector<int> sender_by_flow_;  // -1: none
   Stats stats_;

@@ -71,7 +71,8 @@ class FlowWorld::Impl {
     std::int64_t settled_at = 0;    // front_sent is as of this time
     std::uint64_t generation = 0;   // of the pending "front sent" event
     std::int64_t last_arrival = 0;
-    int sender = -1;  // its TCP window (FlowTcp), with options.tcp_windows
+    int sender = -1;                // its TCP window (FlowTcp), with options.tcp_windows
+    std::int64_t paused_until = 0;  // waiting out a retransmission timeout until then
   };
 
   struct Background {
@@ -125,6 +126,8 @@ class FlowWorld::Impl {
   // flow's is unbounded.
   double unsent(const Connection& c) const;
   double backlog(FlowNetwork::FlowId flow) const;
+  // A connection's sender waits out a retransmission timeout: nothing leaves for `ns`.
+  void pause(FlowNetwork::FlowId flow, std::int64_t ns);
   void reschedule(Connection& c);
   void front_sent(Connection& c, std::uint64_t generation);
   void arrive(Connection& c);
@@ -201,7 +204,9 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
     }
     tcp = std::make_unique<FlowTcp>(
         network, clock, std::move(queue_bytes), static_cast<double>(segment), options.seed,
-        [this] { apply_changes(); }, [this](FlowNetwork::FlowId f) { return backlog(f); });
+        FlowTcp::Hooks{.apply = [this] { apply_changes(); },
+                       .backlog = [this](FlowNetwork::FlowId f) { return backlog(f); },
+                       .pause = [this](FlowNetwork::FlowId f, std::int64_t ns) { pause(f, ns); }});
   }
   const int n = static_cast<int>(topo.worker_node.size());
   failed.assign(static_cast<std::size_t>(n), 0);
@@ -286,8 +291,7 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
 }
 
 void FlowWorld::Impl::start_flow(Connection& c) {
-  if (c.flow >= 0 || c.sent == c.messages.size()) return;
-  c.front_sent = 0;
+  if (c.flow >= 0 || c.sent == c.messages.size() || now() < c.paused_until) return;
   c.settled_at = now();
   c.flow =
       network.add_flow(c.route, FlowNetwork::kUncapped, tcp ? tcp->weight(c.sender, unsent(c)) : 1);
@@ -404,6 +408,17 @@ double FlowWorld::Impl::unsent(const Connection& c) const {
   return std::max(0.0, c.waiting_bytes - c.front_sent);
 }
 
+void FlowWorld::Impl::pause(FlowNetwork::FlowId flow, std::int64_t ns) {
+  Connection* c = owners[static_cast<std::size_t>(flow)].connection;
+  if (c == nullptr) return;  // a bulk background flow: its window starts over, it never idles
+  settle(*c, network.rate(flow));
+  c->paused_until = now() + ns;
+  stop_flow(*c);
+  clock.schedule_at(c->paused_until, [this, c] {
+    if (!c->closed) start_flow(*c);
+  });
+}
+
 double FlowWorld::Impl::backlog(FlowNetwork::FlowId flow) const {
   const Connection* c = owners[static_cast<std::size_t>(flow)].connection;
   return c == nullptr ? FlowNetwork::kUncapped : unsent(*c);
@@ -513,7 +528,8 @@ FlowStats FlowWorld::flow_stats() const {
           .solved_flows = impl_->network.solved_flows(),
           .connections = impl_->connection_list.size(),
           .tcp_rounds = tcp.rounds,
-          .tcp_losses = tcp.losses};
+          .tcp_losses = tcp.losses,
+          .tcp_timeouts = tcp.timeouts};
 }
 
 void FlowWorld::set_straggler(int rank, double factor) {

@@ -18,10 +18,10 @@
 //   - a connection's first message waits for the handshake (one round trip);
 //   - sharing (FlowOptions::tcp_windows, the default; FlowTcp): each connection has a CUBIC
 //     congestion window (slow start, HyStart, losses where the windows overflow a switch port's
-//     drop-tail queue), and flows meeting at a link share it in proportion to what they have in
-//     flight, except at a host's lossless queue, which serves its flows in turn. Without
-//     tcp_windows every flow gets its max-min fair share at once (no slow start, no losses).
-//     Neither has retransmission timeouts.
+//     drop-tail queue, retransmission timeouts where no duplicate ACKs would come), and flows
+//     meeting at a link share it in proportion to what they have in flight, except at a host's
+//     lossless queue, which serves its flows in turn. Without tcp_windows every flow gets its
+//     max-min fair share at once (no slow start, no losses).
 // Payloads are never copied or looked at, so phantom buffers cost nothing.
 //
 // Background flows (contention) are flows with no end, each capped at its rate if given.
@@ -57,6 +57,7 @@ struct FlowStats {
   std::uint64_t connections = 0;   // worker pairs that exchanged messages
   std::uint64_t tcp_rounds = 0;    // window updates (FlowOptions::tcp_windows)
   std::uint64_t tcp_losses = 0;    // window backoffs where windows overflowed a queue
+  std::uint64_t tcp_timeouts = 0;  // of them, retransmission timeouts
 };
 
 class FlowWorld final : public SimWorld {

@@ -315,6 +315,7 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
     world_stats_["connections"] = flow->flow_stats().connections;
     world_stats_["tcp_rounds"] = flow->flow_stats().tcp_rounds;
     world_stats_["tcp_losses"] = flow->flow_stats().tcp_losses;
+    world_stats_["tcp_timeouts"] = flow->flow_stats().tcp_timeouts;
   }
 #ifdef KF_WITH_NS3
   if (const auto* ns3 = dynamic_cast<const Ns3World*>(&world)) {
