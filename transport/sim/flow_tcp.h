@@ -55,18 +55,21 @@ class CubicWindow {
 
 // FlowTcp: the TCP senders of a flow world, each with a CubicWindow, over its FlowNetwork.
 //
-// A sender's flow has its window as its weight, so flows meeting at a channel share it in
-// proportion to their windows: what TCP's ACK clock gives flows of one round trip time. While a
-// sender's flow shares a channel with another it is brought up to date every round trip
-// (the path's propagation both ways plus what the windows on each channel queue beyond its
-// bandwidth-delay product); a flow alone on its path is brought up to date when it stops or
-// meets another, since its weight changes nothing meanwhile. Where the windows on a channel
-// hold more than its bandwidth-delay product and drop-tail queue, the excess is dropped, spread
-// over the flows by their rates (a seeded draw: the same seed, the same losses), and a flow that
-// loses backs off; a flow alone backs off until its window fits. A loss with fewer than three
-// segments behind it (a window that small, or the tail of what the sender had to send) brings
-// no duplicate ACKs: the sender waits out its retransmission timeout (`pause`) and starts over
-// from one segment.
+// A sender's flow weighs what it has in flight (its window, or less when it has less to send),
+// so flows meeting at a switch port share it in proportion to that: what a FIFO port gives
+// flows of one round trip. A host's queue is lossless and serves its flows in turn (the ns-3
+// world's host_qdisc: tsq), so the flows that fill a host's link take equal weights (their
+// mean). While a sender's flow shares a channel with another its window is brought up to date
+// every round trip (the path's propagation both ways plus what the windows on each channel
+// queue beyond its bandwidth-delay product); a flow alone changes nothing by its weight, so what
+// it sends alone is fed to its window in one spell when it next meets another flow. Where the
+// windows on a channel hold more than its bandwidth-delay product and drop-tail queue, the
+// excess, and what the windows grow in the round trip before their senders hear of it, is
+// dropped, spread over the flows by their rates (a seeded draw: the same seed, the same losses),
+// and a flow that loses backs off; a flow alone backs off until its window fits. A loss with
+// fewer than three segments behind it (a window that small, or the tail of what the sender had
+// to send) brings no duplicate ACKs: the sender waits out its retransmission timeout (`pause`)
+// and starts over from one segment.
 //
 // A sender keeps its window between flows (a connection's flow ends whenever its queue of
 // messages empties): ns-3's TCP keeps cwnd over idle spells too.
