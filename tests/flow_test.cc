@@ -1,6 +1,8 @@
-// The flow-level world: the max-min solver against hand-computed allocations and against a full
-// recompute (the incremental solver must give the same rates), message timing against the
-// model's formula, and whole scenarios: the same engine, deterministic, contention slows steps.
+// The flow-level world: the (weighted) max-min solver against hand-computed allocations and
+// against a full recompute (the incremental solver must give the same rates), the CUBIC window
+// against ns-3's rules, message timing against the model's formula, TCP windows splitting a port
+// (losses, timeouts, a host's flows served in turn), and whole scenarios: the same engine,
+// deterministic, contention slows steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -625,8 +627,8 @@ TEST(FlowWorld, IncastWindowsOverflowThePortAndShareItByWindowNotEqually) {
   const double last_cubic = *std::max_element(cubic.done.begin(), cubic.done.end());
   EXPECT_NEAR(last_fair, 60.0e6 / port, 2e-3);
   EXPECT_NEAR(last_cubic, 60.0e6 / port, 2e-3);
-  // Equal shares finish the senders in the order they started, 2 ms apart at most times two;
-  // windows do not: someone falls behind by more.
+  // Equal shares finish the three senders close together (their starts differ by 4 ms, and
+  // each got a third of the port once all three ran); windows leave one behind by more.
   const auto spread = [](const std::vector<double>& d) {
     return *std::max_element(d.begin(), d.end()) - *std::min_element(d.begin(), d.end());
   };
