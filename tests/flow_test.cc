@@ -866,6 +866,18 @@ TEST(FlowScenario, AFailedWorkerBecomesAnErrorNotAHang) {
   EXPECT_LT(summary["simulation_end_s"].get<double>(), 60.0);
 }
 
+// A scenario that must be refused with `message` at line:column.
+void expect_error_at(const std::string& yaml, int line, int column, const std::string& message) {
+  try {
+    parse_scenario(yaml, "w.yaml");
+    FAIL() << "no error";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.line(), line);
+    EXPECT_EQ(e.column(), column);
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
+
 TEST(FlowScenario, FlowTcpChoosesWindowsOrEqualSharesAndAnUnknownModelIsAnErrorAtItsPlace) {
   Simulation cubic(parse_scenario(kScenario, "flow-small.yaml", {"events=[]", "steps=3"}));
   cubic.run();
@@ -876,28 +888,13 @@ TEST(FlowScenario, FlowTcpChoosesWindowsOrEqualSharesAndAnUnknownModelIsAnErrorA
   EXPECT_EQ(fair.summary()["flow_tcp"], "fair");
   EXPECT_GT(cubic.summary()["world_stats"]["tcp_rounds"].get<std::uint64_t>(), 0u);
   EXPECT_EQ(fair.summary()["world_stats"]["tcp_rounds"].get<std::uint64_t>(), 0u);
-  try {
-    parse_scenario("steps: 1\ntopology: {hosts: 2}\nflow_tcp: reno\n", "w.yaml");
-    FAIL() << "no error";
-  } catch (const ScenarioError& e) {
-    EXPECT_EQ(e.line(), 3);
-    EXPECT_EQ(e.column(), 11);
-    EXPECT_NE(
-        std::string(e.what()).find("unknown flow-world TCP model 'reno' (known: cubic, fair)"),
-        std::string::npos);
-  }
+  expect_error_at("steps: 1\ntopology: {hosts: 2}\nflow_tcp: reno\n", 3, 11,
+                  "unknown flow-world TCP model 'reno' (known: cubic, fair)");
 }
 
 TEST(FlowScenario, AnUnknownWorldIsAnErrorAtItsPlace) {
-  try {
-    parse_scenario("steps: 1\ntopology: {hosts: 2}\nworld: foo\n", "w.yaml");
-    FAIL() << "no error";
-  } catch (const ScenarioError& e) {
-    EXPECT_EQ(e.line(), 3);
-    EXPECT_EQ(e.column(), 8);
-    EXPECT_NE(std::string(e.what()).find("unknown world 'foo' (known: ns3, flow)"),
-              std::string::npos);
-  }
+  expect_error_at("steps: 1\ntopology: {hosts: 2}\nworld: foo\n", 3, 8,
+                  "unknown world 'foo' (known: ns3, flow)");
 }
 
 }  // namespace

@@ -107,10 +107,6 @@ double FlowTcp::in_flight_on(int channel) const {
   return sum;
 }
 
-const CubicWindow& FlowTcp::window(int sender) const {
-  return senders_[static_cast<std::size_t>(sender)].window;
-}
-
 FlowTcp::Sender* FlowTcp::sender_of(FlowNetwork::FlowId flow) const {
   if (flow < 0 || static_cast<std::size_t>(flow) >= sender_by_flow_.size()) return nullptr;
   const int s = sender_by_flow_[static_cast<std::size_t>(flow)];

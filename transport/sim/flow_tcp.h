@@ -99,7 +99,6 @@ class FlowTcp {
   int add_sender();
   // The weight of a sender's flow with `backlog` bytes to send: what it has in flight.
   double weight(int sender, double backlog) const;
-  const CubicWindow& window(int sender) const;
   // After network.add_flow(.., weight(sender)) and settling the changes it made.
   void started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way_latency_ns);
   // Before network.remove_flow(flow).
