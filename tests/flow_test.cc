@@ -652,6 +652,41 @@ TEST(FlowWorld, APortTooShallowForDuplicateAcksTimesSendersOut) {
   EXPECT_NEAR(*std::max_element(fair.done.begin(), fair.done.end()), 60.0e6 / port, 2e-3);
 }
 
+// Two senders on two hosts into w1: the switch's port into w1 is full, the senders' own links
+// are half used. A queue stands only at the full port, so each sender's round trip is its
+// window over its rate (Little's law: what it has in flight crosses the path once per round
+// trip), and the two windows over their round trips add up to the port's rate. Counting the
+// windows' bytes at the half-used links too would halve that sum.
+TEST(FlowWorld, RoundTripsCountTheQueueOfTheFullPortOnly) {
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 25us, .mtu = 9000, .queue_packets = 1000};
+  FlowWorld world(star_topology(3, 1, link, link), {.tcp_sample_every = 1ms});
+  for (int from : {0, 2}) {
+    world.executor().post([&world, from] {
+      Message m;
+      m.payload = Payload::phantom(30'000'000);
+      world.transport(from).send(1, std::move(m));
+    });
+  }
+  world.run();
+  std::map<double, std::vector<const TcpSample*>> busy;  // by time: both senders sending
+  for (const TcpSample& t : world.tcp_samples()) {
+    EXPECT_EQ(t.kind, "job");
+    EXPECT_EQ(t.dst, "w1");
+    if (t.in_flight_bytes > 0) busy[t.time_s].push_back(&t);
+  }
+  const double port = 1e9 / 8 * 8948 / 9002;
+  int checked = 0;
+  for (const auto& [time, senders] : busy) {
+    if (senders.size() != 2 || time < 0.01) continue;  // past the handshakes and slow start
+    double sum = 0;
+    for (const TcpSample* t : senders)
+      sum += t->in_flight_bytes / t->srtt_s;
+    EXPECT_NEAR(sum / port, 1, 0.01) << "at " << time << " s";
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
 TEST(FlowWorld, AHostServesItsFlowsInTurnWhateverTheirWindows) {
   // w0 sends to w1 and w2 at once, then again after w1's connection has grown its window on
   // its own: w0's host queue (lossless, as the ns-3 world's tsq) still splits its link evenly.

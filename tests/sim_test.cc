@@ -312,9 +312,13 @@ TEST(SimDeterminism, SameScenarioAndSeedGiveByteIdenticalRecords) {
   EXPECT_NE(events.find("link,at"), std::string::npos) << events;
 }
 
-TEST(SimTcpSamples, EverySenderIsSampledAndNothingElseChanges) {
-  const auto plain = run_small("a", {});
-  const auto sampled = run_small("tcp", {"tcp_samples=10ms"});
+// Both worlds sample their senders the same way, so that their windows can be set side by side.
+class SimTcpSamples : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SimTcpSamples, EverySenderIsSampledAndNothingElseChanges) {
+  const std::string world = std::string("world=") + GetParam();
+  const auto plain = run_small(std::string("a_") + GetParam(), {world});
+  const auto sampled = run_small(std::string("tcp_") + GetParam(), {world, "tcp_samples=10ms"});
   EXPECT_FALSE(std::filesystem::exists(plain / "tcp.csv"));
   // Sampling only reads the senders' state: the run is the same (summary.json counts the
   // sampler's events among the simulator's).
@@ -358,6 +362,11 @@ TEST(SimTcpSamples, EverySenderIsSampledAndNothingElseChanges) {
   EXPECT_GT(acked["background w0>outside 0"], 1'000'000u);
   EXPECT_GT(acked.size(), 4u);
 }
+
+std::string world_name(const ::testing::TestParamInfo<const char*>& world) {
+  return world.param;
+}
+INSTANTIATE_TEST_SUITE_P(Worlds, SimTcpSamples, ::testing::Values("ns3", "flow"), world_name);
 
 TEST(SimDeterminism, ADifferentSeedChangesTheComputeJitter) {
   const auto a = run_small("seed5", {});

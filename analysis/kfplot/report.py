@@ -16,7 +16,7 @@ from .records import (Bench, RecordError, Run, is_run_dir, load_kfbench, load_ru
 
 def plot_run(run: Run, out: Path) -> list[Path]:
     """Throughput timeline, cluster size, accuracy (numeric workloads), busbw (when collectives),
-    the TCP senders (when the ns-3 world sampled them: tcp.csv)."""
+    the TCP senders (when the world sampled them: tcp.csv)."""
     written = tl.throughput_timeline([run], out / "throughput")
     written += tl.cluster_size([run], out / "cluster_size")
     if acc.has_value(run):

@@ -1,4 +1,4 @@
-"""The ns-3 world's TCP senders over time: kfsim's tcp.csv (scenario key `tcp_samples`).
+"""A simulated world's TCP senders over time: kfsim's tcp.csv (scenario key `tcp_samples`).
 
 Each row is one sender's state at a sample time: its congestion window, slow-start threshold,
 smoothed RTT, bytes in flight and bytes acknowledged so far. `tcp_timeline` draws the window and
@@ -93,7 +93,8 @@ def tcp_timeline(run: Run, rows: Sequence[TcpRow], base: Path | str) -> list[Pat
     cw.set_ylabel("cwnd (MB)")
     rtt.set_ylabel("srtt (ms)")
     rtt.set_xlabel("simulated time (s)")
-    cw.set_title(f"TCP senders (ns-3, {len(shown)} of {len({r.sender for r in rows})}): "
+    world = "flow world" if run.summary.get("world") == "flow" else "ns-3"
+    cw.set_title(f"TCP senders ({world}, {len(shown)} of {len({r.sender for r in rows})}): "
                  f"{run.label}")
     cw.legend(loc="upper left", fontsize=9, ncol=2, framealpha=0.85)
     return save(fig, base)

@@ -53,6 +53,14 @@ void EventQueue::run() {
   stopped_ = false;
   while (!stopped_ && !queue_.empty()) {
     const Entry e = queue_.pop();
+    if (const Entry* next = queue_.peek_ready(0); next != nullptr) {
+      if (next->handler != nullptr) {
+        __builtin_prefetch(next->handler);
+        __builtin_prefetch(reinterpret_cast<const char*>(next->handler) + 64);
+      } else {
+        __builtin_prefetch(&slots_[next->argument]);
+      }
+    }
     if (e.handler != nullptr) {
       now_ = e.at;
       ++executed_;

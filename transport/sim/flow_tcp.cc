@@ -117,6 +117,7 @@ void FlowTcp::started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way
   Sender& s = senders_[static_cast<std::size_t>(sender)];
   s.flow = flow;
   s.base_rtt = 2e-9 * static_cast<double>(one_way_latency_ns);
+  if (s.rtt == 0) s.rtt = s.base_rtt;
   s.settled_at = clock_.now_ns();
   if (sender_by_flow_.size() <= static_cast<std::size_t>(flow))
     sender_by_flow_.resize(static_cast<std::size_t>(flow) + 1, -1);
@@ -139,7 +140,7 @@ void FlowTcp::stopping(int sender) {
   } else {
     // Alone since its last round: what it sent is fed to its window when it next meets
     // another flow (start_rounds), as one spell.
-    s.pending += network_.rate(s.flow) * static_cast<double>(clock_.now_ns() - s.settled_at) * 1e-9;
+    settle(s, network_.rate(s.flow));
   }
   sender_by_flow_[static_cast<std::size_t>(s.flow)] = -1;
   s.flow = -1;
@@ -148,13 +149,29 @@ void FlowTcp::stopping(int sender) {
 }
 
 void FlowTcp::rates_changing(std::span<const FlowNetwork::RateChange> changes) {
-  const std::int64_t now = clock_.now_ns();
   for (const auto& change : changes) {
-    Sender* s = sender_of(change.flow);
-    if (s == nullptr) continue;
-    s->pending += change.old_rate * static_cast<double>(now - s->settled_at) * 1e-9;
-    s->settled_at = now;
+    if (Sender* s = sender_of(change.flow)) settle(*s, change.old_rate);
   }
+}
+
+void FlowTcp::settle(Sender& s, double rate) {
+  const std::int64_t now = clock_.now_ns();
+  const double sent = rate * static_cast<double>(now - s.settled_at) * 1e-9;
+  s.pending += sent;
+  s.acked += sent;
+  s.settled_at = now;
+}
+
+FlowTcp::Sample FlowTcp::sample(int sender) const {
+  const Sender& s = senders_[static_cast<std::size_t>(sender)];
+  Sample out{
+      .cwnd = s.window.cwnd(), .ssthresh = s.window.ssthresh(), .rtt = s.rtt, .acked = s.acked};
+  if (s.flow >= 0) {
+    out.rtt = round_trip(s);
+    out.in_flight = in_flight(s);
+    out.acked += network_.rate(s.flow) * static_cast<double>(clock_.now_ns() - s.settled_at) * 1e-9;
+  }
+  return out;
 }
 
 bool FlowTcp::shared(const Sender& s) const {
@@ -205,18 +222,21 @@ void FlowTcp::round(int sender, std::uint64_t generation) {
 }
 
 void FlowTcp::update(Sender& s) {
-  const std::int64_t now = clock_.now_ns();
   const double rate = network_.rate(s.flow);
-  s.pending += rate * static_cast<double>(now - s.settled_at) * 1e-9;
-  s.settled_at = now;
+  settle(s, rate);
   ++stats_.rounds;
   const double before = s.window.cwnd();
-  s.window.acked(static_cast<double>(now) * 1e-9, s.pending, round_trip(s), rate);
+  s.rtt = round_trip(s);
+  s.window.acked(static_cast<double>(clock_.now_ns()) * 1e-9, s.pending, s.rtt, rate);
   s.growth = std::max(0.0, s.window.cwnd() - before);
   s.pending = 0;
 }
 
 double FlowTcp::queued(int channel, double base_rtt) const {
+  // A queue stands only where the flows fill the channel: elsewhere the windows' bytes wait at
+  // their own bottlenecks, and counting them at every channel on the way made the round trips
+  // of flows crossing several busy links (a binary tree's) more than twice ns-3's.
+  if (network_.load(channel) < network_.capacity(channel) * (1 - 1e-9)) return 0;
   return std::clamp(in_flight_on(channel) - network_.capacity(channel) * base_rtt, 0.0,
                     queue_bytes_[static_cast<std::size_t>(channel)]);
 }

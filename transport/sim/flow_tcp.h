@@ -30,6 +30,7 @@ class CubicWindow {
   explicit CubicWindow(double segment_bytes);
 
   double cwnd() const { return cwnd_; }
+  double ssthresh() const { return ssthresh_; }  // infinite until the first loss or HyStart exit
   bool slow_start() const { return cwnd_ < ssthresh_; }
   double min_rtt() const { return min_rtt_; }
 
@@ -60,7 +61,7 @@ class CubicWindow {
 // flows of one round trip. A host's queue is lossless and serves its flows in turn (the ns-3
 // world's host_qdisc: tsq), so the flows that fill a host's link take equal weights (their
 // mean). While a sender's flow shares a channel with another its window is brought up to date
-// every round trip (the path's propagation both ways plus what the windows on each channel
+// every round trip (the path's propagation both ways plus what the windows on each full channel
 // queue beyond its bandwidth-delay product); a flow alone changes nothing by its weight, so what
 // it sends alone is fed to its window in one spell when it next meets another flow. Where the
 // windows on a channel hold more than its bandwidth-delay product and drop-tail queue, the
@@ -107,6 +108,16 @@ class FlowTcp {
   void rates_changing(std::span<const FlowNetwork::RateChange> changes);
   Stats stats() const { return stats_; }
 
+  // A sender's state now, as the ns-3 world samples its sockets (tcp_samples).
+  struct Sample {
+    double cwnd = 0;
+    double ssthresh = 0;   // infinite until the first loss or HyStart exit
+    double rtt = 0;        // s: now, or as of its flow's end while idle (0 before it sent)
+    double in_flight = 0;  // 0 while its connection is idle or waits out a timeout
+    double acked = 0;      // bytes sent since it started (acknowledged at once, in the fluid)
+  };
+  Sample sample(int sender) const;
+
  private:
   struct Sender {
     explicit Sender(double segment) : window(segment) {}
@@ -114,6 +125,8 @@ class FlowTcp {
     FlowNetwork::FlowId flow = -1;
     double base_rtt = 0;
     double pending = 0;  // bytes sent (so acknowledged, in the fluid) not yet fed to the window
+    double acked = 0;    // bytes sent, as of settled_at
+    double rtt = 0;      // s, at its last update (its base RTT before one)
     double growth = 0;   // how much the window grew at its last update: about one round's
     std::int64_t settled_at = 0;
     std::uint64_t generation = 0;  // of the pending round
@@ -124,6 +137,8 @@ class FlowTcp {
   bool shared(const Sender& s) const;
   void start_rounds(Sender& s);
   void round(int sender, std::uint64_t generation);
+  // Counts what a sender's flow sent at `rate` since it was last settled.
+  void settle(Sender& s, double rate);
   // Feeds a sender's window what it sent since it was last settled.
   void update(Sender& s);
   // What a flow has in flight: its window, or less if it has less to send.

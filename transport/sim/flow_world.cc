@@ -133,6 +133,7 @@ class FlowWorld::Impl {
   void arrive(Connection& c);
   void lost_later(int observer, int peer, std::int64_t at, const char* why);
   void lost(int observer, int peer, const std::string& why);
+  void sample_tcp();
 
   EventQueue clock;
   PhysicalTopology topo;
@@ -163,6 +164,17 @@ class FlowWorld::Impl {
   std::vector<int> buckets_to_retune;
   bool retuning = false;
   std::unique_ptr<FlowTcp> tcp;  // options.tcp_windows
+  // The senders tcp_samples() reports, in the order they started (as the ns-3 world lists its
+  // sockets), and what was sampled of them.
+  struct Sampled {
+    const char* kind;
+    int src_node;
+    int dst_node;
+    int flow;  // a background event's flow number; 0 for a connection
+    int sender;
+  };
+  std::vector<Sampled> sampled;
+  std::vector<TcpSample> samples;
 };
 
 FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
@@ -207,6 +219,8 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
         FlowTcp::Hooks{.apply = [this] { apply_changes(); },
                        .backlog = [this](FlowNetwork::FlowId f) { return backlog(f); },
                        .pause = [this](FlowNetwork::FlowId f, std::int64_t ns) { pause(f, ns); }});
+    if (options.tcp_sample_every.count() > 0)
+      clock.schedule_at(options.tcp_sample_every.count(), [this] { sample_tcp(); });
   }
   const int n = static_cast<int>(topo.worker_node.size());
   failed.assign(static_cast<std::size_t>(n), 0);
@@ -243,7 +257,11 @@ FlowWorld::Impl::Connection& FlowWorld::Impl::connection(int src, int dst) {
   c->route = routes.route(topo.worker_node[static_cast<std::size_t>(src)],
                           topo.worker_node[static_cast<std::size_t>(dst)]);
   measure(*c);
-  if (tcp) c->sender = tcp->add_sender();
+  if (tcp) {
+    c->sender = tcp->add_sender();
+    sampled.push_back({"job", topo.worker_node[static_cast<std::size_t>(src)],
+                       topo.worker_node[static_cast<std::size_t>(dst)], 0, c->sender});
+  }
   connections_from[static_cast<std::size_t>(src)].emplace_back(dst, c.get());
   connection_list.push_back(std::move(c));
   return *connection_list.back();
@@ -475,6 +493,29 @@ void FlowWorld::Impl::lost(int observer, int peer, const std::string& why) {
   ports[static_cast<std::size_t>(observer)]->peer_lost(peer, Status(ErrorCode::peer_lost, why));
 }
 
+void FlowWorld::Impl::sample_tcp() {
+  const double seconds = static_cast<double>(now()) * 1e-9;
+  const auto bytes32 = [](double b) {
+    return static_cast<std::uint32_t>(std::clamp(b, 0.0, 4294967295.0));
+  };
+  for (const Sampled& x : sampled) {
+    const FlowTcp::Sample t = tcp->sample(x.sender);
+    samples.push_back({.time_s = seconds,
+                       .kind = x.kind,
+                       .src = topo.nodes[static_cast<std::size_t>(x.src_node)].name,
+                       .dst = topo.nodes[static_cast<std::size_t>(x.dst_node)].name,
+                       .flow = x.flow,
+                       .cwnd_bytes = bytes32(t.cwnd),
+                       .ssthresh_bytes = std::isfinite(t.ssthresh) ? bytes32(t.ssthresh) : 0,
+                       .srtt_s = t.rtt,
+                       .in_flight_bytes = bytes32(t.in_flight),
+                       .acked_bytes = static_cast<std::uint64_t>(t.acked)});
+  }
+  // Sampling alone must not keep the simulation going.
+  if (clock.pending() > 0)
+    clock.schedule_at(now() + options.tcp_sample_every.count(), [this] { sample_tcp(); });
+}
+
 // ---- public surface ----
 
 FlowWorld::FlowWorld(const PhysicalTopology& topology, FlowOptions options)
@@ -522,6 +563,10 @@ WorldStats FlowWorld::stats() const {
   return s;
 }
 
+const std::vector<TcpSample>& FlowWorld::tcp_samples() const {
+  return impl_->samples;
+}
+
 FlowStats FlowWorld::flow_stats() const {
   const FlowTcp::Stats tcp = impl_->tcp ? impl_->tcp->stats() : FlowTcp::Stats{};
   return {.rate_solves = impl_->network.solves(),
@@ -563,6 +608,7 @@ int FlowWorld::start_background(const std::string& from, const std::string& to,
     if (w.tcp) {
       w.tcp->started(sender, flow, latency_ns);
       bg.senders.push_back(sender);
+      w.sampled.push_back({"background", a, b, f, sender});
     }
   }
   return id;

@@ -49,6 +49,8 @@ struct FlowOptions {
   bool tcp_windows = true;
   // Hosts queue without loss (the ns-3 world's host_qdisc: tsq): only switch ports drop.
   bool lossless_hosts = true;
+  // Every TCP sender's window every this often (0: never; with tcp_windows): tcp_samples().
+  std::chrono::nanoseconds tcp_sample_every{0};
 };
 
 struct FlowStats {
@@ -77,6 +79,9 @@ class FlowWorld final : public SimWorld {
   TimePoint now() const override;
   WorldStats stats() const override;
   FlowStats flow_stats() const;
+  // A connection's in_flight_bytes is what its flow weighs (its window, or less when it has less
+  // to send); its acked_bytes, what it has sent (acknowledged at once, in the fluid).
+  const std::vector<TcpSample>& tcp_samples() const override;
 
   void set_straggler(int rank, double factor) override;
   int start_background(const std::string& from, const std::string& to,

@@ -50,21 +50,6 @@ struct Ns3Options {
   std::chrono::nanoseconds tcp_sample_every{0};
 };
 
-// One TCP sender's state at a moment (Ns3Options::tcp_sample_every): what `ss -tin` shows of a
-// Linux socket, so that a simulated run and a real one can be compared connection by connection.
-struct TcpSample {
-  double time_s = 0;
-  std::string kind;  // "job": a runtime connection; "background": a contention flow
-  std::string src;   // node names (PhysicalTopology)
-  std::string dst;
-  int flow = 0;  // a background event's flow number; 0 for a job connection
-  std::uint32_t cwnd_bytes = 0;
-  std::uint32_t ssthresh_bytes = 0;  // 0 until the first loss or HyStart exit
-  double srtt_s = 0;                 // 0 before the first RTT sample
-  std::uint32_t in_flight_bytes = 0;
-  std::uint64_t acked_bytes = 0;  // since the connection opened
-};
-
 using Ns3Stats = WorldStats;  // simulator_events: executed by ns-3 so far
 
 class Ns3World final : public SimWorld {
@@ -99,7 +84,7 @@ class Ns3World final : public SimWorld {
                  std::function<void()> done);
   // The samples so far, in time order, senders in the order they opened (empty unless
   // Ns3Options::tcp_sample_every is set).
-  const std::vector<TcpSample>& tcp_samples() const;
+  const std::vector<TcpSample>& tcp_samples() const override;
   // Wire bytes of runtime messages delivered so far, per ordered worker pair.
   std::map<std::pair<int, int>, std::uint64_t> pair_bytes() const;
   // Changes a link's bandwidth and/or latency from now on (link named as in PhysicalTopology).

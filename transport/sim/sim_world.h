@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/compute.h"
 #include "runtime/executor.h"
@@ -32,6 +33,22 @@ struct WorldStats {
   std::uint64_t retransmission_timeouts = 0;
 };
 
+// One TCP sender's state at a moment (the scenario's tcp_samples): what `ss -tin` shows of a
+// Linux socket, so that a simulated run and a real one, or the two simulated worlds, can be
+// compared connection by connection.
+struct TcpSample {
+  double time_s = 0;
+  std::string kind;  // "job": a runtime connection; "background": a contention flow
+  std::string src;   // node names (PhysicalTopology)
+  std::string dst;
+  int flow = 0;  // a background event's flow number; 0 for a job connection
+  std::uint32_t cwnd_bytes = 0;
+  std::uint32_t ssthresh_bytes = 0;  // 0 until the first loss or HyStart exit
+  double srtt_s = 0;                 // 0 before the first RTT sample
+  std::uint32_t in_flight_bytes = 0;
+  std::uint64_t acked_bytes = 0;  // since the connection opened
+};
+
 class SimWorld {
  public:
   virtual ~SimWorld() = default;
@@ -46,6 +63,8 @@ class SimWorld {
   virtual void stop() = 0;
   virtual TimePoint now() const = 0;
   virtual WorldStats stats() const = 0;
+  // What the world sampled of its TCP senders, in time order (empty unless asked to sample).
+  virtual const std::vector<TcpSample>& tcp_samples() const = 0;
 
   // ---- event injection ----
   virtual void set_straggler(int rank, double factor) = 0;

@@ -90,7 +90,8 @@ std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology&
                                        FlowOptions{.seed = sc.seed,
                                                    .compute_jitter = sc.workload.compute_jitter,
                                                    .tcp_windows = sc.flow_tcp == "cubic",
-                                                   .lossless_hosts = sc.topology.host_tsq});
+                                                   .lossless_hosts = sc.topology.host_tsq,
+                                                   .tcp_sample_every = sc.tcp_samples});
   }
 #ifdef KF_WITH_NS3
   if (sc.world == "ns3") {
@@ -317,21 +318,16 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
     world_stats_["tcp_losses"] = flow->flow_stats().tcp_losses;
     world_stats_["tcp_timeouts"] = flow->flow_stats().tcp_timeouts;
   }
-#ifdef KF_WITH_NS3
-  if (const auto* ns3 = dynamic_cast<const Ns3World*>(&world)) {
-    const auto& samples = ns3->tcp_samples();
-    if (!samples.empty()) {
-      tcp_csv_ =
-          "time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
-          "acked_bytes\n";
-      for (const TcpSample& t : samples) {
-        tcp_csv_ += fmt::format("{:.6f},{},{},{},{},{},{},{:.9f},{},{}\n", t.time_s, t.kind, t.src,
-                                t.dst, t.flow, t.cwnd_bytes, t.ssthresh_bytes, t.srtt_s,
-                                t.in_flight_bytes, t.acked_bytes);
-      }
+  if (const auto& samples = world.tcp_samples(); !samples.empty()) {
+    tcp_csv_ =
+        "time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
+        "acked_bytes\n";
+    for (const TcpSample& t : samples) {
+      tcp_csv_ += fmt::format("{:.6f},{},{},{},{},{},{},{:.9f},{},{}\n", t.time_s, t.kind, t.src,
+                              t.dst, t.flow, t.cwnd_bytes, t.ssthresh_bytes, t.srtt_s,
+                              t.in_flight_bytes, t.acked_bytes);
     }
   }
-#endif
   // Trainers (and their engines) before the world: engine destructors complete what is pending.
   trainers.clear();
   membership.reset();
