@@ -49,11 +49,9 @@ class RadixHeap {
     ++size_;
   }
 
-  // The entry pop() returns `ahead` pops from now, if it is known without moving entries (null
-  // if not): lets the caller prefetch what that entry will touch.
-  const Entry* peek_ready(std::size_t ahead) const {
-    return head_ + ahead < run_.size() ? &run_[head_ + ahead] : nullptr;
-  }
+  // The entry pop() returns next, if it is known without moving entries (null if not): lets the
+  // caller prefetch what that entry will touch.
+  const Entry* peek_ready() const { return head_ < run_.size() ? &run_[head_] : nullptr; }
 
   // The least entry (call only when not empty).
   Entry pop() {
