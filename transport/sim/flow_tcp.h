@@ -112,7 +112,7 @@ class FlowTcp {
   struct Sample {
     double cwnd = 0;
     double ssthresh = 0;   // infinite until the first loss or HyStart exit
-    double rtt = 0;        // s: now; while idle, as of its last round (its base RTT if none)
+    double rtt = 0;        // s: now; idle, as of its last round (0 before its first flow)
     double in_flight = 0;  // 0 while its connection is idle or waits out a timeout
     double acked = 0;      // bytes sent since it started (acknowledged at once, in the fluid)
   };
