@@ -431,11 +431,14 @@ TEST(FlowNetwork, IncrementalEqualsFullRecomputeOnRandomFlowSets) {
       std::map<FlowNetwork::FlowId, double> before;
       for (auto f : live)
         before[f] = net.rate(f);
-      const int what = uniform(0, 10);
+      const int what = uniform(0, 11);
       if (what == 10 && !live.empty()) {
         // Weights as FlowWorld's TCP windows set them: any positive value.
         const auto i = static_cast<std::size_t>(uniform(0, static_cast<int>(live.size()) - 1));
         net.set_weight(live[i], 0.25 * uniform(1, 40));
+      } else if (what == 11) {
+        // ... or one weight for every flow on a channel (a host's queue served in turn).
+        net.set_weight_on(uniform(0, channels - 1), 0.25 * uniform(1, 40));
       } else if (what < 6 || live.empty()) {
         std::vector<int> route;
         // Up to 9 hops: routes longer than a flow keeps in place, too.

@@ -132,6 +132,22 @@ void FlowNetwork::set_weight(FlowId id, double weight) {
   if (!alone) resolve_from({}, id);
 }
 
+void FlowNetwork::set_weight_on(int channel, double weight) {
+  if (!(weight > 0) || weight == kUncapped)
+    throw std::invalid_argument("a flow's weight must be positive and finite");
+  changes_.clear();
+  const FlowList& on = channels_.at(static_cast<std::size_t>(channel)).flows;
+  bool changed = false;
+  for (std::size_t i = 0; i < on.size(); ++i) {
+    Flow& f = flows_[static_cast<std::size_t>(on[i])];
+    changed = changed || f.weight != weight;
+    f.weight = weight;
+  }
+  if (!changed) return;
+  const int seed[] = {channel};
+  resolve_from(seed, -1);
+}
+
 double FlowNetwork::load(int channel) const {
   const FlowList& on = channels_.at(static_cast<std::size_t>(channel)).flows;
   double sum = 0;

@@ -44,6 +44,9 @@ class FlowNetwork {
   FlowId add_flow(const std::vector<int>& route, double cap = kUncapped, double weight = 1);
   // Gives an active flow a new weight (> 0) and re-solves its component if that can matter.
   void set_weight(FlowId flow, double weight);
+  // Gives every active flow on a channel the same weight (> 0) and re-solves their component
+  // once, where a set_weight per flow would solve it once per flow.
+  void set_weight_on(int channel, double weight);
   double weight(FlowId flow) const { return flows_[static_cast<std::size_t>(flow)].weight; }
   // How many active flows cross a channel.
   std::size_t flows_on(int channel) const {

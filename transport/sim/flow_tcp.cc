@@ -329,13 +329,8 @@ void FlowTcp::reweigh(Sender& s) {
     hooks_.apply();
     return;
   }
-  const double mean = in_flight_on(fair) / static_cast<double>(network_.flows_on(fair));
-  for (std::size_t i = 0; i < network_.flows_on(fair); ++i) {
-    const FlowNetwork::FlowId f = network_.flow_on(fair, i);
-    if (sender_of(f) == nullptr) continue;
-    network_.set_weight(f, mean);
-    hooks_.apply();
-  }
+  network_.set_weight_on(fair, in_flight_on(fair) / static_cast<double>(network_.flows_on(fair)));
+  hooks_.apply();
 }
 
 }  // namespace kf
