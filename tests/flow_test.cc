@@ -1,8 +1,8 @@
 // The flow-level world: the (weighted) max-min solver against hand-computed allocations and
 // against a full recompute (the incremental solver must give the same rates), the CUBIC window
 // against ns-3's rules, message timing against the model's formula, TCP windows splitting a port
-// (losses, timeouts, a host's flows served in turn), and whole scenarios: the same engine,
-// deterministic, contention slows steps.
+// (losses, timeouts, a host's flows served in turn, round trips queueing only at full ports),
+// and whole scenarios: the same engine, deterministic, contention slows steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
