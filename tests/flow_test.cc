@@ -590,11 +590,23 @@ TEST(FlowWorld, AMessageTakesHandshakeLatencyAndSizeOverTheSharedRate) {
 struct Incast {
   std::vector<double> done;  // by sender 1..3
   FlowStats stats;
+  double longest_rtt = 0;  // s: the senders' round trip at its longest (sampled every ms)
 };
-Incast incast(bool tcp_windows, std::uint64_t seed, std::uint32_t queue_packets = 50) {
+// With `outbound`, w0 also sends 80 MB to a fifth host, longer than the incast lasts: its ACKs
+// come back through the port the incast fills.
+Incast incast(bool tcp_windows, std::uint64_t seed, std::uint32_t queue_packets = 50,
+              bool outbound = false) {
   const LinkSpec link{
       .bandwidth_bps = 1e9, .latency = 25us, .mtu = 9000, .queue_packets = queue_packets};
-  FlowWorld world(star_topology(4, 1, link, link), {.seed = seed, .tcp_windows = tcp_windows});
+  FlowWorld world(star_topology(outbound ? 5 : 4, 1, link, link),
+                  {.seed = seed, .tcp_windows = tcp_windows, .tcp_sample_every = 1ms});
+  if (outbound) {
+    world.executor().post([&world] {
+      Message m;
+      m.payload = Payload::phantom(80'000'000);
+      world.transport(0).send(4, std::move(m));
+    });
+  }
   Incast out;
   out.done.assign(3, 0);
   world.transport(0).set_handlers({.on_message = [&](int from, Message m) {
@@ -613,6 +625,9 @@ Incast incast(bool tcp_windows, std::uint64_t seed, std::uint32_t queue_packets 
   }
   world.run();
   out.stats = world.flow_stats();
+  for (const TcpSample& t : world.tcp_samples()) {
+    if (t.dst == "w0") out.longest_rtt = std::max(out.longest_rtt, t.srtt_s);
+  }
   return out;
 }
 
@@ -640,6 +655,20 @@ TEST(FlowWorld, IncastWindowsOverflowThePortAndShareItByWindowNotEqually) {
   // The losses are drawn from the seed: the same seed, the same run.
   EXPECT_EQ(incast(true, 1).done, cubic.done);
   EXPECT_EQ(cubic.stats.tcp_timeouts, 0u) << "50 packets leave room for duplicate ACKs";
+}
+
+// The port counts packets: the ACKs of w0's own sending, one per two segments, take slots the
+// incast's data would otherwise have. w0's 1 Gbps out brings half as many ACKs as the incast
+// brings data packets, so a third of the port's 50 slots hold ACKs: the data queued behind the
+// incast's windows, and the round trip it adds (at most 450 kB at the port's rate, 3.6 ms),
+// shrink by a third.
+TEST(FlowWorld, AcksComingBackThroughAPortTakeItsRoom) {
+  const Incast plain = incast(true, 1);
+  const Incast busy = incast(true, 1, 50, true);
+  const double base = 4 * 25e-6;
+  const double port = 1e9 / 8 * 8948 / 9002;
+  EXPECT_NEAR(plain.longest_rtt - base, 450e3 / port, 0.2e-3);
+  EXPECT_NEAR(busy.longest_rtt - base, 300e3 / port, 0.3e-3);
 }
 
 TEST(FlowWorld, APortTooShallowForDuplicateAcksTimesSendersOut) {

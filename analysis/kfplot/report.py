@@ -32,13 +32,19 @@ def plot_run(run: Run, out: Path) -> list[Path]:
 
 
 def plot_group(runs: Sequence[Run], out: Path, prefix: str = "") -> list[Path]:
-    """Several runs overlaid with a legend."""
+    """Several runs overlaid with a legend; where two or more sampled their TCP senders, their
+    windows and round trips on one figure."""
     written = tl.throughput_timeline(runs, out / f"{prefix}throughput")
     if len({s.cluster_size for r in runs for s in r.steps}) > 1:
         written += tl.cluster_size(runs, out / f"{prefix}cluster_size")
     with_acc = [r for r in runs if acc.has_value(r)]
     if with_acc:
         written += acc.accuracy(with_acc, out / f"{prefix}accuracy")
+    sampled = [(r, tcp.load_tcp(r.path / "tcp.csv")) for r in runs
+               if (r.path / "tcp.csv").is_file()]
+    sampled = [(r, rows) for r, rows in sampled if rows]
+    if len(sampled) > 1:
+        written += tcp.tcp_overlay(sampled[:len(tcp.RUN_STYLES)], out / f"{prefix}tcp")
     return written
 
 

@@ -2,7 +2,9 @@
 
 Each row is one sender's state at a sample time: its congestion window, slow-start threshold,
 smoothed RTT, bytes in flight and bytes acknowledged so far. `tcp_timeline` draws the window and
-the RTT of the busiest senders, with the run's injected events shaded. (ns-3's CUBIC grows a
+the RTT of the busiest senders, with the run's injected events shaded; `tcp_overlay` draws the
+same senders of several runs on one figure (`kfsim --compare ns3,flow --plot` with
+`tcp_samples`: each world's windows beside the other's). (ns-3's CUBIC grows a
 window on every ACK, also while the application or the receiver, not the window, limits the
 sender; Linux does not, so an idle-ish ns-3 connection's window can climb far above Linux's.)
 """
@@ -96,5 +98,34 @@ def tcp_timeline(run: Run, rows: Sequence[TcpRow], base: Path | str) -> list[Pat
     world = "flow world" if run.summary.get("world") == "flow" else "ns-3"
     cw.set_title(f"TCP senders ({world}, {len(shown)} of {len({r.sender for r in rows})}): "
                  f"{run.label}")
+    cw.legend(loc="upper left", fontsize=9, ncol=2, framealpha=0.85)
+    return save(fig, base)
+
+
+RUN_STYLES = ("-", "--", ":", "-.")
+
+
+def tcp_overlay(runs: Sequence[tuple[Run, Sequence[TcpRow]]], base: Path | str) -> list[Path]:
+    """The busiest senders of the first run, their window (MB) and smoothed RTT (ms) in every
+    run: one colour per sender, one line style per run."""
+    shown = busiest(runs[0][1], SHOWN // 2)
+    fig, (cw, rtt) = plt.subplots(2, 1, figsize=SLIDE, sharex=True)
+    for (run, rows), style in zip(runs, RUN_STYLES):
+        for sender, c in zip(shown, colours(len(shown))):
+            mine = [r for r in rows if r.sender == sender]
+            first = run is runs[0][0]
+            cw.plot([r.time_s for r in mine], [r.cwnd_bytes / 1e6 for r in mine], style, color=c,
+                    lw=1.5, label=sender if first else None)
+            timed = [r for r in mine if r.srtt_s > 0]
+            rtt.plot([r.time_s for r in timed], [r.srtt_s * 1000 for r in timed], style,
+                     color=c, lw=1.5)
+    for ax in (cw, rtt):
+        ax.set_ylim(bottom=0)
+    cw.set_ylabel("cwnd (MB)")
+    rtt.set_ylabel("srtt (ms)")
+    rtt.set_xlabel("simulated time (s)")
+    styles = ", ".join(f"{run.label} {style}"
+                       for (run, _), style in zip(runs, RUN_STYLES))
+    cw.set_title(f"TCP senders, {len(shown)} busiest: {styles}")
     cw.legend(loc="upper left", fontsize=9, ncol=2, framealpha=0.85)
     return save(fig, base)

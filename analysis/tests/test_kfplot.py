@@ -208,6 +208,24 @@ class PlotTest(unittest.TestCase):
         with self.assertRaisesRegex(RecordError, "tcp.csv:2: KeyError"):
             report.plot_paths([d])
 
+    def test_tcp_senders_of_two_worlds_on_one_figure(self) -> None:
+        # kfsim --compare ns3,flow with tcp_samples: OUT/ns3/tcp.csv and OUT/flow/tcp.csv.
+        cmp = self.dir / "cmp"
+        header = ("time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
+                  "acked_bytes")
+        for world, scale in (("ns3", 1), ("flow", 2)):
+            d = write_run(cmp / world)
+            lines = [header] + [f"{i * 0.1:.6f},job,w0,w1,0,{14480 * i * scale},0,0.002,14480,"
+                                f"{i * 1000}" for i in range(1, 30)]
+            (d / "tcp.csv").write_text("\n".join(lines) + "\n")
+        report.plot_paths([cmp])
+        self.assert_plots(cmp, ["throughput", "tcp"])
+        # One world sampled, the other not: nothing to set side by side.
+        (cmp / "flow" / "tcp.csv").unlink()
+        (cmp / "tcp.png").unlink()
+        report.plot_paths([cmp])
+        self.assertFalse((cmp / "tcp.png").exists())
+
     def test_busbw_from_collectives(self) -> None:
         run = records.load_run(write_run(self.dir / "run"))
         pts = busbw.run_busbw(run)

@@ -187,8 +187,7 @@ void FlowTcp::start_rounds(Sender& s) {
   update(s);
   double limit = FlowNetwork::kUncapped;
   for (int ch : network_.route(s.flow)) {
-    limit = std::min(
-        limit, network_.capacity(ch) * s.base_rtt + queue_bytes_[static_cast<std::size_t>(ch)]);
+    limit = std::min(limit, network_.capacity(ch) * s.base_rtt + data_room(ch));
   }
   while (in_flight(s) > limit && s.window.cwnd() > 2 * segment_) {
     s.window.lost();
@@ -238,7 +237,17 @@ double FlowTcp::queued(int channel, double base_rtt) const {
   // of flows crossing several busy links (a binary tree's) more than twice ns-3's.
   if (network_.load(channel) < network_.capacity(channel) * (1 - 1e-9)) return 0;
   return std::clamp(in_flight_on(channel) - network_.capacity(channel) * base_rtt, 0.0,
-                    queue_bytes_[static_cast<std::size_t>(channel)]);
+                    data_room(channel));
+}
+
+double FlowTcp::data_room(int channel) const {
+  const double bytes = queue_bytes_[static_cast<std::size_t>(channel)];
+  if (!std::isfinite(bytes)) return bytes;
+  // The port counts packets, and the ACKs of what crosses its link the other way (one per two
+  // segments) take their share of its slots.
+  const double data = network_.load(channel);
+  const double acks = network_.load(channel ^ 1) / 2;
+  return data + acks > 0 ? bytes * data / (data + acks) : bytes;
 }
 
 double FlowTcp::round_trip(const Sender& s) const {
@@ -255,7 +264,7 @@ void FlowTcp::drop_excess(std::span<const int> path, double base_rtt) {
     const std::size_t n = network_.flows_on(ch);
     const double windows = in_flight_on(ch);
     const double capacity = network_.capacity(ch);
-    const double limit = capacity * base_rtt + queue_bytes_[static_cast<std::size_t>(ch)];
+    const double limit = capacity * base_rtt + data_room(ch);
     const double excess = windows - limit;
     if (excess <= 0) continue;
     if (n == 1) {

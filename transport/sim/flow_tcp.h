@@ -146,6 +146,8 @@ class FlowTcp {
   double in_flight_on(int channel) const;
   double queued(int channel, double base_rtt) const;
   double round_trip(const Sender& s) const;
+  // The bytes of data a channel's queue holds (all of it at a host's lossless queue).
+  double data_room(int channel) const;
   void drop_excess(std::span<const int> route, double base_rtt);
   void back_off(Sender& s);
   void time_out(Sender& s);
