@@ -64,7 +64,9 @@ class CubicWindow {
 // every round trip (the path's propagation both ways plus what the windows on each full channel
 // queue beyond its bandwidth-delay product); a flow alone changes nothing by its weight, so what
 // it sends alone is fed to its window in one spell when it next meets another flow. Where the
-// windows on a channel hold more than its bandwidth-delay product and drop-tail queue, the
+// windows on a channel hold more than its bandwidth-delay product and drop-tail queue (a queue
+// of packets: the ACKs of what crosses the link the other way, one per two segments, hold their
+// share of its slots), the
 // excess, and what the windows grow in the round trip before their senders hear of it, is
 // dropped, spread over the flows by their rates (a seeded draw: the same seed, the same losses),
 // and a flow that loses backs off; a flow alone backs off until its window fits. A loss with
