@@ -2,7 +2,8 @@
 // against a full recompute (the incremental solver must give the same rates), the CUBIC window
 // against ns-3's rules, message timing against the model's formula, TCP windows splitting a port
 // (losses, timeouts, a host's flows served in turn, round trips queueing only at full ports),
-// and whole scenarios: the same engine, deterministic, contention slows steps.
+// express messages arriving exactly when every event would have them arrive, and whole
+// scenarios: the same engine, deterministic, contention slows steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -767,6 +768,153 @@ TEST(FlowWorld, MessagesOfOnePairArriveInOrder) {
   ASSERT_EQ(order.size(), 50u);
   for (std::uint32_t i = 0; i < 50; ++i)
     EXPECT_EQ(order[i], i);
+}
+
+// Random traffic over a leaf-spine: chains of messages hop from worker to worker (each arrival
+// sends the next, around all workers but the last, as a ring does: the express path) while
+// random sends join their links, a background flow comes and goes, a link changes bandwidth and
+// another latency, and the last worker fails. Returns every arrival (time ns, source, destination,
+// message id) and the events run.
+struct Traffic {
+  std::vector<std::tuple<std::int64_t, int, int, std::uint32_t>> arrivals;
+  std::uint64_t events = 0;
+  std::uint64_t lost = 0;
+};
+Traffic random_traffic(bool express, std::uint64_t seed, int messages = 150) {
+  // Long links: a message's last byte leaves well before it arrives, and other flows start in
+  // between.
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 300us, .mtu = 9000, .queue_packets = 100};
+  const LinkSpec uplink{.bandwidth_bps = 2e9, .latency = 300us, .mtu = 9000, .queue_packets = 100};
+  const PhysicalTopology topo = leaf_spine_topology(2, 2, 3, 1, link, uplink, link);
+  FlowWorld world(topo, {.seed = seed, .express_messages = express});
+  const int n = world.workers();
+  Traffic out;
+  std::mt19937_64 rng(seed);
+  const std::size_t sizes[] = {300, 20'000, 300'000, 2'000'000};
+  std::uint32_t next_id = 0;
+  const auto send = [&world](int src, int dst, std::uint32_t id, std::uint32_t hops,
+                             std::size_t bytes) {
+    Message m;
+    m.header.name = "t";
+    m.header.chunk = id;
+    m.header.step = hops;
+    m.payload = Payload::phantom(bytes);
+    world.transport(src).send(dst, std::move(m));
+  };
+  for (int r = 0; r < n; ++r) {
+    world.transport(r).set_handlers({
+        .on_message =
+            [&, r](int from, Message m) {
+              out.arrivals.emplace_back(world.now().time_since_epoch().count(), from, r,
+                                        m.header.chunk);
+              if (m.header.step > 0)
+                send(r, (r + 1) % (n - 1), m.header.chunk, m.header.step - 1, m.payload.size());
+            },
+        .on_peer_lost = [&](int, Status) { ++out.lost; },
+    });
+  }
+  for (int i = 0; i < messages; ++i) {
+    const auto at = std::chrono::nanoseconds(rng() % 40'000'000);
+    const int src = static_cast<int>(rng() % static_cast<std::uint64_t>(n));
+    const int dst = (src + 1 + static_cast<int>(rng() % static_cast<std::uint64_t>(n - 1))) % n;
+    const bool chain = i % 3 == 0;
+    const std::size_t bytes = sizes[rng() % (chain ? 3 : 4)];
+    const std::uint32_t hops = chain ? 30 : 0;
+    const std::uint32_t id = next_id++;
+    world.executor().post_after(
+        at, [&send, src, dst, id, hops, bytes] { send(src, dst, id, hops, bytes); });
+  }
+  // Often, so that some land while a message's last byte has left and it has not arrived. (Not
+  // for a lone message.)
+  for (int k = 0; k < (messages > 1 ? 40 : 0); ++k) {
+    const auto at = std::chrono::microseconds(1000 * k + 350);
+    world.executor().post_after(at, [&world, k] {
+      world.set_link("w1-leaf0", k % 2 == 0 ? 0.6e9 : 1e9, std::nullopt);
+      world.set_link("w2-leaf0", std::nullopt, k % 2 == 0 ? 200us : 300us);
+    });
+    if (k % 4 == 0) {
+      world.executor().post_after(at, [&world, k] {
+        const int id =
+            world.start_background(k % 8 == 0 ? "w0" : "w3", k % 8 == 0 ? "w4" : "w1", {}, 1);
+        world.executor().post_after(1500us, [&world, id] { world.stop_background(id); });
+      });
+    }
+  }
+  if (messages > 1) world.executor().post_after(30ms, [&] { world.fail(5); });
+  world.run();
+  out.events = world.stats().simulator_events;
+  std::sort(out.arrivals.begin(), out.arrivals.end());
+  return out;
+}
+
+TEST(FlowWorld, ExpressMessagesArriveWhenEveryEventWouldHaveThemArriveWithFewerEvents) {
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    const Traffic reference = random_traffic(false, seed);
+    const Traffic express = random_traffic(true, seed);
+    EXPECT_GT(reference.arrivals.size(), 1000u) << "seed " << seed;
+    EXPECT_GT(reference.lost, 0u) << "the failure is seen";
+    EXPECT_EQ(express.arrivals, reference.arrivals) << "seed " << seed;
+    EXPECT_EQ(express.lost, reference.lost) << "seed " << seed;
+  }
+  // One chain alone (the first message is one): every hop but the first, which waits for its
+  // connection's handshake, is express.
+  const Traffic reference = random_traffic(false, 1, 1);
+  const Traffic express = random_traffic(true, 1, 1);
+  ASSERT_EQ(reference.arrivals.size(), 31u);
+  EXPECT_EQ(express.arrivals, reference.arrivals);
+  EXPECT_LT(express.events, reference.events * 3 / 4);
+}
+
+// One 300 kB message from w0 to w1 over 300 us links: its handshake takes 1.2 ms, its last byte
+// leaves about 2.5 ms later, and it arrives 0.6 ms after that. Something else happens at `at`:
+// w1's link gets a new latency, a background flow starts from w0, or w0 fails. Returns the
+// arrival times at w1 and w2 and the losses w1 saw.
+enum class Meanwhile { latency, background, sender_fails };
+std::vector<std::int64_t> lone_message(bool express, Meanwhile what, std::chrono::nanoseconds at) {
+  const LinkSpec link{.bandwidth_bps = 1e9, .latency = 300us, .mtu = 9000, .queue_packets = 100};
+  FlowWorld world(star_topology(3, 1, link, link), {.express_messages = express});
+  std::vector<std::int64_t> got;
+  for (int r = 1; r <= 2; ++r) {
+    world.transport(r).set_handlers({
+        .on_message = [&](int, Message) { got.push_back(world.now().time_since_epoch().count()); },
+        .on_peer_lost = [&](int, Status) { got.push_back(-1); },
+    });
+  }
+  world.executor().post([&world] {
+    Message m;
+    m.payload = Payload::phantom(300'000);
+    world.transport(0).send(1, std::move(m));
+  });
+  world.executor().post_after(at, [&world, what] {
+    switch (what) {
+      case Meanwhile::latency:
+        world.set_link("w1-switch", std::nullopt, 100us);
+        break;
+      case Meanwhile::background: {
+        const int id = world.start_background("w0", "w2", {}, 1);
+        world.executor().post_after(1ms, [&world, id] { world.stop_background(id); });
+        break;
+      }
+      case Meanwhile::sender_fails:
+        world.fail(0);
+        break;
+    }
+  });
+  world.run();
+  return got;
+}
+
+TEST(FlowWorld, AnExpressMessageMeetsWhatHappensBeforeItsLastByteLeavesOrBeforeItArrives) {
+  // While it is sent (2 ms), and once its last byte left but before it arrived (4 ms).
+  for (const auto at : {2ms, 4ms}) {
+    for (const Meanwhile what :
+         {Meanwhile::latency, Meanwhile::background, Meanwhile::sender_fails}) {
+      const auto reference = lone_message(false, what, at);
+      EXPECT_FALSE(reference.empty());
+      EXPECT_EQ(lone_message(true, what, at), reference)
+          << "at " << at.count() << " ms, case " << static_cast<int>(what);
+    }
+  }
 }
 
 // ---- shaped links: a fluid token bucket ----

@@ -132,7 +132,7 @@ void FlowTcp::started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way
   }
 }
 
-void FlowTcp::stopping(int sender) {
+void FlowTcp::stopping(int sender, std::int64_t ended_ns) {
   Sender& s = senders_[static_cast<std::size_t>(sender)];
   if (s.flow < 0) return;
   if (s.ticking) {
@@ -140,7 +140,7 @@ void FlowTcp::stopping(int sender) {
   } else {
     // Alone since its last round: what it sent is fed to its window when it next meets
     // another flow (start_rounds), as one spell.
-    settle(s, network_.rate(s.flow));
+    settle(s, network_.rate(s.flow), ended_ns);
   }
   sender_by_flow_[static_cast<std::size_t>(s.flow)] = -1;
   s.flow = -1;
@@ -154,12 +154,11 @@ void FlowTcp::rates_changing(std::span<const FlowNetwork::RateChange> changes) {
   }
 }
 
-void FlowTcp::settle(Sender& s, double rate) {
-  const std::int64_t now = clock_.now_ns();
-  const double sent = rate * static_cast<double>(now - s.settled_at) * 1e-9;
+void FlowTcp::settle(Sender& s, double rate, std::int64_t until_ns) {
+  const double sent = rate * static_cast<double>(until_ns - s.settled_at) * 1e-9;
   s.pending += sent;
   s.acked += sent;
-  s.settled_at = now;
+  s.settled_at = until_ns;
 }
 
 FlowTcp::Sample FlowTcp::sample(int sender) const {
@@ -170,6 +169,16 @@ FlowTcp::Sample FlowTcp::sample(int sender) const {
     out.rtt = round_trip(s);
     out.in_flight = in_flight(s);
     out.acked += network_.rate(s.flow) * static_cast<double>(clock_.now_ns() - s.settled_at) * 1e-9;
+  }
+  return out;
+}
+
+FlowTcp::Sample FlowTcp::sample(int sender, std::int64_t ended_ns) const {
+  const Sender& s = senders_[static_cast<std::size_t>(sender)];
+  Sample out{
+      .cwnd = s.window.cwnd(), .ssthresh = s.window.ssthresh(), .rtt = s.rtt, .acked = s.acked};
+  if (s.flow >= 0) {
+    out.acked += network_.rate(s.flow) * static_cast<double>(ended_ns - s.settled_at) * 1e-9;
   }
   return out;
 }

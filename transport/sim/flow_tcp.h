@@ -104,8 +104,10 @@ class FlowTcp {
   double weight(int sender, double backlog) const;
   // After network.add_flow(.., weight(sender)) and settling the changes it made.
   void started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way_latency_ns);
-  // Before network.remove_flow(flow).
-  void stopping(int sender);
+  // Before network.remove_flow(flow), which ended at `ended_ns` (now, unless the flow was alone
+  // since its start and the world removes it afterwards).
+  void stopping(int sender) { stopping(sender, clock_.now_ns()); }
+  void stopping(int sender, std::int64_t ended_ns);
   // Before the flows in `changes` are settled at their old rates: what they sent meanwhile.
   void rates_changing(std::span<const FlowNetwork::RateChange> changes);
   Stats stats() const { return stats_; }
@@ -119,6 +121,8 @@ class FlowTcp {
     double acked = 0;      // bytes sent since it started (acknowledged at once, in the fluid)
   };
   Sample sample(int sender) const;
+  // The same for a sender whose flow ended at `ended_ns` but is not removed yet.
+  Sample sample(int sender, std::int64_t ended_ns) const;
 
  private:
   struct Sender {
@@ -140,7 +144,8 @@ class FlowTcp {
   void start_rounds(Sender& s);
   void round(int sender, std::uint64_t generation);
   // Counts what a sender's flow sent at `rate` since it was last settled.
-  void settle(Sender& s, double rate);
+  void settle(Sender& s, double rate) { settle(s, rate, clock_.now_ns()); }
+  void settle(Sender& s, double rate, std::int64_t until_ns);
   // Feeds a sender's window what it sent since it was last settled.
   void update(Sender& s);
   // What a flow has in flight: its window, or less if it has less to send.

@@ -40,15 +40,32 @@ class FlowWorld::Impl {
   Impl(const PhysicalTopology& topology, FlowOptions options);
 
   // One ordered worker pair, as one TCP connection: messages leave in order at the flow's rate.
-  // Its two per-message events come back through fire(): (generation << 1) for "the front
-  // message's last byte left", 1 for "the oldest message under way arrived".
+  // Its per-message events come back through fire(), the kind in the low two bits: "the front
+  // message's last byte left" (with the generation above), "the oldest message under way
+  // arrived", or an express message's arrival (with its token above).
+  //
+  // Express: a message that starts a flow alone on every channel of its route, with nothing
+  // queued behind it, keeps its rate until another flow joins one of those channels. Its last
+  // byte leaves at a time known at its start (express_end), so its arrival is scheduled at once
+  // and the "last byte left" event is skipped: at a thousand workers nearly every message of a
+  // ring is one, and that is one event in two. Its flow is removed when it arrives, or earlier
+  // when something would touch its channels after express_end (settle_express). Until
+  // express_end, a flow joining its channels, a rate change or another message for the
+  // connection ends express mode: the skipped event is scheduled as usual then.
   struct Connection final : EventQueue::Handler {
+    static constexpr std::uint64_t kFrontSent = 0;
     static constexpr std::uint64_t kArrive = 1;
+    static constexpr std::uint64_t kExpressArrive = 2;
     void fire(std::uint64_t argument) override {
-      if (argument == kArrive) {
-        world->arrive(*this);
-      } else {
-        world->front_sent(*this, argument >> 1);
+      switch (argument & 3) {
+        case kArrive:
+          world->arrive(*this);
+          break;
+        case kExpressArrive:
+          world->express_arrive(*this, argument >> 2);
+          break;
+        default:
+          world->front_sent(*this, argument >> 2);
       }
     }
 
@@ -73,6 +90,13 @@ class FlowWorld::Impl {
     std::int64_t last_arrival = 0;
     int sender = -1;                // its TCP window (FlowTcp), with options.tcp_windows
     std::int64_t paused_until = 0;  // waiting out a retransmission timeout until then
+    bool express = false;
+    std::int64_t express_end = 0;      // when its last byte leaves
+    std::int64_t express_arrival = 0;  // when it arrives
+    std::uint64_t express_token = 0;   // of its express arrival (one per express message)
+    // Express arrivals still scheduled whose messages left express mode before their end (few:
+    // one is dropped when it comes up).
+    std::vector<std::uint64_t> voided;
   };
 
   struct Background {
@@ -131,6 +155,16 @@ class FlowWorld::Impl {
   void reschedule(Connection& c);
   void front_sent(Connection& c, std::uint64_t generation);
   void arrive(Connection& c);
+  // Express messages (see Connection).
+  bool express_allowed(const Connection& c) const;
+  void start_express(Connection& c);
+  void express_arrive(Connection& c, std::uint64_t token);
+  // Brings an express message up to now before something else touches its flow: done sending
+  // (its flow removed as of express_end) or, still sending, back to the usual events.
+  void settle_express(Connection& c);
+  void settle_express_on(std::span<const int> channels);
+  void leave_express(Connection& c);
+  void retire_express(Connection& c);
   void lost_later(int observer, int peer, std::int64_t at, const char* why);
   void lost(int observer, int peer, const std::string& why);
   void sample_tcp();
@@ -172,6 +206,7 @@ class FlowWorld::Impl {
     int dst_node;
     int flow;  // a background event's flow number; 0 for a connection
     int sender;
+    const Connection* connection;  // null for a background flow
   };
   std::vector<Sampled> sampled;
   std::vector<TcpSample> samples;
@@ -260,7 +295,7 @@ FlowWorld::Impl::Connection& FlowWorld::Impl::connection(int src, int dst) {
   if (tcp) {
     c->sender = tcp->add_sender();
     sampled.push_back({"job", topo.worker_node[static_cast<std::size_t>(src)],
-                       topo.worker_node[static_cast<std::size_t>(dst)], 0, c->sender});
+                       topo.worker_node[static_cast<std::size_t>(dst)], 0, c->sender, c.get()});
   }
   connections_from[static_cast<std::size_t>(src)].emplace_back(dst, c.get());
   connection_list.push_back(std::move(c));
@@ -285,6 +320,7 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
   const bool fresh = found == nullptr;
   Connection& c = fresh ? connection(src, dst) : *found;
   if (c.closed) return;  // the peer's end closed: already reported
+  if (c.express) settle_express(c);
   if (failed[static_cast<std::size_t>(dst)]) {
     // No one listens there any more: the connection attempt is refused after a round trip.
     if (fresh) lost_later(src, dst, now() + 2 * c.latency_ns, "connection refused");
@@ -310,13 +346,99 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
 
 void FlowWorld::Impl::start_flow(Connection& c) {
   if (c.flow >= 0 || c.sent == c.messages.size() || now() < c.paused_until) return;
+  settle_express_on(c.route);
   c.settled_at = now();
   c.flow =
       network.add_flow(c.route, FlowNetwork::kUncapped, tcp ? tcp->weight(c.sender, unsent(c)) : 1);
   if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
   owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
-  apply_changes();
+  if (express_allowed(c)) {
+    start_express(c);
+  } else {
+    apply_changes();
+  }
   if (tcp) tcp->started(c.sender, c.flow, c.latency_ns);
+}
+
+bool FlowWorld::Impl::express_allowed(const Connection& c) const {
+  if (!options.express_messages) return false;
+  if (!buckets.empty()) return false;  // shaped links change capacity on their own
+  if (c.route.empty() || c.sent + 1 != c.messages.size()) return false;
+  return std::all_of(c.route.begin(), c.route.end(),
+                     [this](int ch) { return network.flows_on(ch) == 1; });
+}
+
+void FlowWorld::Impl::start_express(Connection& c) {
+  // Alone: the network changed no other flow's rate. As reschedule() and front_sent() would.
+  const std::uint64_t bytes = c.messages[c.sent].second;
+  const double left = static_cast<double>(bytes) - c.front_sent;
+  const double rate = network.rate(c.flow);
+  const std::int64_t end =
+      now() +
+      (left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9)));
+  const auto last_packet =
+      static_cast<double>(std::min(bytes, segment) + kTcpIpHeaderBytes + kPppHeaderBytes);
+  c.express = true;
+  c.express_end = end;
+  c.express_arrival = std::max(
+      c.last_arrival,
+      end + c.latency_ns +
+          static_cast<std::int64_t>(std::llround(last_packet * c.forward_s_per_byte * 1e9)));
+  clock.schedule_call(c.express_arrival, c, (++c.express_token << 2) | Connection::kExpressArrive);
+}
+
+void FlowWorld::Impl::express_arrive(Connection& c, std::uint64_t token) {
+  if (const auto it = std::find(c.voided.begin(), c.voided.end(), token); it != c.voided.end()) {
+    c.voided.erase(it);  // it left express mode: the usual events took over
+    return;
+  }
+  // Still express, or retired early (and a later message may be express by now).
+  if (c.express && token == c.express_token) retire_express(c);
+  arrive(c);
+}
+
+void FlowWorld::Impl::settle_express(Connection& c) {
+  if (!c.express) return;
+  if (now() >= c.express_end) {
+    retire_express(c);
+    return;
+  }
+  leave_express(c);
+  clock.schedule_call(c.express_end, c, (++c.generation << 2) | Connection::kFrontSent);
+}
+
+void FlowWorld::Impl::settle_express_on(std::span<const int> channels) {
+  // An express flow is alone on each of its channels.
+  for (int ch : channels) {
+    if (network.flows_on(ch) != 1) continue;
+    Connection* c = owners[static_cast<std::size_t>(network.flow_on(ch, 0))].connection;
+    if (c != nullptr && c->express) settle_express(*c);
+  }
+}
+
+void FlowWorld::Impl::leave_express(Connection& c) {
+  c.express = false;
+  c.voided.push_back(c.express_token);  // its arrival is scheduled again once its last byte leaves
+}
+
+// What front_sent() and stop_flow() would have done at express_end. Alone until then: removing
+// its flow changes no other.
+void FlowWorld::Impl::retire_express(Connection& c) {
+  const std::int64_t end = c.express_end;
+  c.express = false;
+  c.front_sent += network.rate(c.flow) * static_cast<double>(end - c.settled_at) * 1e-9;
+  c.settled_at = end;
+  const std::uint64_t bytes = c.messages[c.sent++].second;
+  c.waiting_bytes -= static_cast<double>(bytes);
+  c.front_sent = std::max(0.0, c.front_sent - static_cast<double>(bytes));
+  c.last_arrival = c.express_arrival;
+  if (tcp) tcp->stopping(c.sender, end);
+  const FlowNetwork::FlowId id = c.flow;
+  c.flow = -1;
+  ++c.generation;
+  owners[static_cast<std::size_t>(id)] = {};
+  network.remove_flow(id);
+  if (!network.changes().empty()) apply_changes();  // none while it was alone
 }
 
 void FlowWorld::Impl::stop_flow(Connection& c) {
@@ -338,6 +460,7 @@ void FlowWorld::Impl::apply_changes() {
   for (const auto& change : network.changes()) {
     Owner& o = owners[static_cast<std::size_t>(change.flow)];
     if (o.connection != nullptr) {
+      if (o.connection->express) leave_express(*o.connection);  // before its end: see callers
       settle(*o.connection, change.old_rate);
       reschedule(*o.connection);
     } else {
@@ -449,7 +572,7 @@ void FlowWorld::Impl::reschedule(Connection& c) {
   const double rate = network.rate(c.flow);
   const auto wait =
       left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9));
-  clock.schedule_call(now() + wait, c, generation << 1);
+  clock.schedule_call(now() + wait, c, (generation << 2) | Connection::kFrontSent);
 }
 
 void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
@@ -475,6 +598,13 @@ void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
 }
 
 void FlowWorld::Impl::arrive(Connection& c) {
+  // The receiver most likely answers on the connection it last sent on (a ring's next step):
+  // fetching it now overlaps its miss with the runtime's work in between.
+  if (const Connection* next = last_connection[static_cast<std::size_t>(c.dst)]) {
+    const auto* at = reinterpret_cast<const char*>(next);
+    for (std::size_t line = 0; line < sizeof(Connection); line += 64)
+      __builtin_prefetch(at + line);
+  }
   auto [message, bytes] = c.messages.take_front();
   --c.sent;
   ++stats.messages;
@@ -499,7 +629,12 @@ void FlowWorld::Impl::sample_tcp() {
     return static_cast<std::uint32_t>(std::clamp(b, 0.0, 4294967295.0));
   };
   for (const Sampled& x : sampled) {
-    const FlowTcp::Sample t = tcp->sample(x.sender);
+    // An express message whose last byte left is done sending, though its flow waits for its
+    // arrival to be removed.
+    const Connection* c = x.connection;
+    const FlowTcp::Sample t = c != nullptr && c->express && now() >= c->express_end
+                                  ? tcp->sample(x.sender, c->express_end)
+                                  : tcp->sample(x.sender);
     samples.push_back({.time_s = seconds,
                        .kind = x.kind,
                        .src = topo.nodes[static_cast<std::size_t>(x.src_node)].name,
@@ -591,6 +726,7 @@ int FlowWorld::start_background(const std::string& from, const std::string& to,
   }
   if (a == b) throw std::invalid_argument("background traffic from '" + from + "' to itself");
   const std::vector<int> route = w.routes.route(a, b);
+  w.settle_express_on(route);
   const int id = w.next_background++;
   Impl::Background& bg = w.backgrounds[id];
   std::int64_t latency_ns = 0;
@@ -608,7 +744,7 @@ int FlowWorld::start_background(const std::string& from, const std::string& to,
     if (w.tcp) {
       w.tcp->started(sender, flow, latency_ns);
       bg.senders.push_back(sender);
-      w.sampled.push_back({"background", a, b, f, sender});
+      w.sampled.push_back({"background", a, b, f, sender, nullptr});
     }
   }
   return id;
@@ -650,6 +786,7 @@ void FlowWorld::set_link(const std::string& link, std::optional<double> bandwidt
         w.touch_buckets(std::span<const int>(&channel, 1));
         w.retune_queued();
       } else {
+        w.settle_express_on(std::span<const int>(&channel, 1));
         w.network.set_capacity(channel, w.payload_rate(*bandwidth_bps));
         w.apply_changes();
       }
@@ -659,14 +796,19 @@ void FlowWorld::set_link(const std::string& link, std::optional<double> bandwidt
   // Messages already under way keep the delay they left with.
   for (const auto& c : w.connection_list) {
     if (std::any_of(c->route.begin(), c->route.end(),
-                    [index](int ch) { return link_of(ch) == index; }))
+                    [index](int ch) { return link_of(ch) == index; })) {
+      if (latency) w.settle_express(*c);  // one still sending leaves with the new delay
       w.measure(*c);
+    }
   }
 }
 
 void FlowWorld::fail(int rank) {
   Impl& w = *impl_;
   if (w.failed.at(static_cast<std::size_t>(rank))) return;
+  for (const auto& c : w.connection_list) {
+    if (c->src == rank || c->dst == rank) w.settle_express(*c);  // before its queue is cut
+  }
   w.failed[static_cast<std::size_t>(rank)] = 1;
   // The kernel of a crashed process closes its sockets: messages already on the wire still
   // arrive, then each peer sees its connection end; whatever was sent to it is dropped.
