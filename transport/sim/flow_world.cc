@@ -75,7 +75,8 @@ class FlowWorld::Impl {
     std::vector<int> route;
     std::int64_t latency_ns = 0;    // propagation along the route
     double forward_s_per_byte = 0;  // store-and-forward: sum over hops after the first of 1 / rate
-    bool open = false;              // handshake done
+    std::int64_t forward_segment_ns = 0;  // of a full segment
+    bool open = false;                    // handshake done
     bool opening = false;
     bool closed = false;  // by a failure: nothing more is sent
     // In order: [0, sent) have left and are crossing the path, [sent, end) wait to be sent. One
@@ -93,6 +94,7 @@ class FlowWorld::Impl {
     bool express = false;
     std::int64_t express_end = 0;      // when its last byte leaves
     std::int64_t express_arrival = 0;  // when it arrives
+    std::uint64_t express_bytes = 0;   // its size (its queue slot is a cache miss away)
     std::uint64_t express_token = 0;   // of its express arrival (one per express message)
     // Express arrivals still scheduled whose messages left express mode before their end (few:
     // one is dropped when it comes up).
@@ -154,6 +156,9 @@ class FlowWorld::Impl {
   void pause(FlowNetwork::FlowId flow, std::int64_t ns);
   void reschedule(Connection& c);
   void front_sent(Connection& c, std::uint64_t generation);
+  // When a message of `bytes` whose last byte left at `left` arrives (in order).
+  std::int64_t arrival_after(const Connection& c, std::int64_t left, std::uint64_t bytes) const;
+  std::int64_t forward_ns(const Connection& c, double payload) const;  // its last packet's
   void arrive(Connection& c);
   // Express messages (see Connection).
   bool express_allowed(const Connection& c) const;
@@ -311,6 +316,7 @@ void FlowWorld::Impl::measure(Connection& c) {
     c.latency_ns += link_latency[link];
     if (h > 0) c.forward_s_per_byte += 8 / link_bandwidth[link];
   }
+  c.forward_segment_ns = forward_ns(c, static_cast<double>(segment));
 }
 
 void FlowWorld::Impl::send(int src, int dst, Message&& message) {
@@ -376,14 +382,10 @@ void FlowWorld::Impl::start_express(Connection& c) {
   const std::int64_t end =
       now() +
       (left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9)));
-  const auto last_packet =
-      static_cast<double>(std::min(bytes, segment) + kTcpIpHeaderBytes + kPppHeaderBytes);
   c.express = true;
+  c.express_bytes = bytes;
   c.express_end = end;
-  c.express_arrival = std::max(
-      c.last_arrival,
-      end + c.latency_ns +
-          static_cast<std::int64_t>(std::llround(last_packet * c.forward_s_per_byte * 1e9)));
+  c.express_arrival = arrival_after(c, end, bytes);
   clock.schedule_call(c.express_arrival, c, (++c.express_token << 2) | Connection::kExpressArrive);
 }
 
@@ -428,9 +430,10 @@ void FlowWorld::Impl::retire_express(Connection& c) {
   c.express = false;
   c.front_sent += network.rate(c.flow) * static_cast<double>(end - c.settled_at) * 1e-9;
   c.settled_at = end;
-  const std::uint64_t bytes = c.messages[c.sent++].second;
-  c.waiting_bytes -= static_cast<double>(bytes);
-  c.front_sent = std::max(0.0, c.front_sent - static_cast<double>(bytes));
+  ++c.sent;
+  const auto bytes = static_cast<double>(c.express_bytes);
+  c.waiting_bytes -= bytes;
+  c.front_sent = std::max(0.0, c.front_sent - bytes);
   c.last_arrival = c.express_arrival;
   if (tcp) tcp->stopping(c.sender, end);
   const FlowNetwork::FlowId id = c.flow;
@@ -575,19 +578,25 @@ void FlowWorld::Impl::reschedule(Connection& c) {
   clock.schedule_call(now() + wait, c, (generation << 2) | Connection::kFrontSent);
 }
 
+std::int64_t FlowWorld::Impl::arrival_after(const Connection& c, std::int64_t left,
+                                            std::uint64_t bytes) const {
+  // Its last packet is stored and forwarded at every hop after the first.
+  const std::int64_t forward =
+      bytes >= segment ? c.forward_segment_ns : forward_ns(c, static_cast<double>(bytes));
+  return std::max(c.last_arrival, left + c.latency_ns + forward);
+}
+
+std::int64_t FlowWorld::Impl::forward_ns(const Connection& c, double payload) const {
+  return std::llround((payload + kTcpIpHeaderBytes + kPppHeaderBytes) * c.forward_s_per_byte * 1e9);
+}
+
 void FlowWorld::Impl::front_sent(Connection& c, std::uint64_t generation) {
   if (generation != c.generation) return;  // the rate changed since: rescheduled
   settle(c, network.rate(c.flow));
   const std::uint64_t bytes = c.messages[c.sent++].second;
   c.waiting_bytes -= static_cast<double>(bytes);
   c.front_sent = std::max(0.0, c.front_sent - static_cast<double>(bytes));
-  // Its last packet is stored and forwarded at every hop after the first.
-  const auto last_packet =
-      static_cast<double>(std::min(bytes, segment) + kTcpIpHeaderBytes + kPppHeaderBytes);
-  const auto arrival = std::max(
-      c.last_arrival,
-      now() + c.latency_ns +
-          static_cast<std::int64_t>(std::llround(last_packet * c.forward_s_per_byte * 1e9)));
+  const std::int64_t arrival = arrival_after(c, now(), bytes);
   c.last_arrival = arrival;
   clock.schedule_call(arrival, c, Connection::kArrive);
   if (c.sent < c.messages.size()) {
