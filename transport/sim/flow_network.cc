@@ -81,6 +81,7 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     on.push_back(id);
     alone = alone && on.size() == 1;
   }
+  added_alone_ = alone;
   if (alone) {
     // A ring's or a tree's flow, nearly always: what resolve_from() would find, without the
     // search (fill() gives a lone flow the same rate).
@@ -110,6 +111,7 @@ void FlowNetwork::remove_flow(FlowId id) {
   f.active = false;
   f.rate = 0;
   free_ids_.push_back(id);
+  added_alone_ = false;
   if (alone) {
     changes_.clear();
     return;

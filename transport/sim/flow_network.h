@@ -42,6 +42,9 @@ class FlowNetwork {
   // Starts a flow over `route` (channel ids; may be empty: then only `cap` bounds it, and an
   // empty uncapped route is an error) and re-solves its component.
   FlowId add_flow(const std::vector<int>& route, double cap = kUncapped, double weight = 1);
+  // Whether the last add_flow found its flow alone on every channel of its route (its component
+  // itself, no other rate changed): true until a flow is added or removed.
+  bool added_alone() const { return added_alone_; }
   // Gives an active flow a new weight (> 0) and re-solves its component if that can matter.
   void set_weight(FlowId flow, double weight);
   // Gives every active flow on a channel the same weight (> 0) and re-solves their component
@@ -163,6 +166,7 @@ class FlowNetwork {
   mutable FillScratch scratch_;
   std::uint64_t solves_ = 0;
   std::uint64_t solved_flows_ = 0;
+  bool added_alone_ = false;
 };
 
 }  // namespace kf

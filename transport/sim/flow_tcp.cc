@@ -124,6 +124,7 @@ void FlowTcp::started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way
   sender_by_flow_[static_cast<std::size_t>(flow)] = sender;
   // It may have joined flows that were alone: they start their rounds, as it does. Alone, it
   // needs nothing more (a ring's flows, nearly always).
+  if (network_.added_alone()) return;
   for (int ch : network_.route(flow)) {
     if (network_.flows_on(ch) < 2) continue;
     for (std::size_t i = 0; i < network_.flows_on(ch); ++i) {

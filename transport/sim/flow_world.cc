@@ -369,9 +369,8 @@ void FlowWorld::Impl::start_flow(Connection& c) {
 bool FlowWorld::Impl::express_allowed(const Connection& c) const {
   if (!options.express_messages) return false;
   if (!buckets.empty()) return false;  // shaped links change capacity on their own
-  if (c.route.empty() || c.sent + 1 != c.messages.size()) return false;
-  return std::all_of(c.route.begin(), c.route.end(),
-                     [this](int ch) { return network.flows_on(ch) == 1; });
+  // Its flow just started: alone on every channel of its route, not an empty route.
+  return network.added_alone() && !c.route.empty() && c.sent + 1 == c.messages.size();
 }
 
 void FlowWorld::Impl::start_express(Connection& c) {
