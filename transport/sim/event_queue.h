@@ -5,8 +5,8 @@
 //
 // Two kinds of event: a Task (a std::function in a slot, cancellable: what the runtime posts) and
 // a Handler call (a pointer and a 64-bit argument held in the queue entry itself, not
-// cancellable: what the world posts for every message it carries, twice per message, where a
-// slot and a std::function cost two cold cache lines and an allocation's worth of work).
+// cancellable: what the world posts for every message it carries, once or twice per message,
+// where a slot and a std::function cost two cold cache lines and an allocation's worth of work).
 #pragma once
 
 #include <algorithm>
