@@ -18,6 +18,7 @@
 #include <queue>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "harness.h"
 #include "transport/sim/event_queue.h"
@@ -772,9 +773,9 @@ TEST(FlowWorld, MessagesOfOnePairArriveInOrder) {
 
 // Random traffic over a leaf-spine: chains of messages hop from worker to worker (each arrival
 // sends the next, around all workers but the last, as a ring does: the express path) while
-// random sends join their links, a background flow comes and goes, a link changes bandwidth and
-// another latency, and the last worker fails. Returns every arrival (time ns, source, destination,
-// message id) and the events run.
+// random sends join their links, background flows come and go, one link changes bandwidth and
+// another latency every millisecond, and the last worker fails. Returns every arrival (time ns,
+// source, destination, message id), the peers lost and the events run.
 struct Traffic {
   std::vector<std::tuple<std::int64_t, int, int, std::uint32_t>> arrivals;
   std::uint64_t events = 0;
@@ -867,8 +868,8 @@ TEST(FlowWorld, ExpressMessagesArriveWhenEveryEventWouldHaveThemArriveWithFewerE
 
 // One 300 kB message from w0 to w1 over 300 us links: its handshake takes 1.2 ms, its last byte
 // leaves about 2.5 ms later, and it arrives 0.6 ms after that. Something else happens at `at`:
-// w1's link gets a new latency, a background flow starts from w0, or w0 fails. Returns the
-// arrival times at w1 and w2 and the losses w1 saw.
+// w1's link gets a new latency, a background flow starts from w0, or w0 fails. Returns what w1
+// and w2 saw: arrival times, and -1 for each peer lost.
 enum class Meanwhile { latency, background, sender_fails };
 std::vector<std::int64_t> lone_message(bool express, Meanwhile what, std::chrono::nanoseconds at) {
   const LinkSpec link{.bandwidth_bps = 1e9, .latency = 300us, .mtu = 9000, .queue_packets = 100};
