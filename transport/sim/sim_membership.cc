@@ -12,16 +12,16 @@ namespace kf {
 // slot mapping of that version translates them both ways.
 class SimMembership::SlotTransport final : public Transport {
  public:
-  SlotTransport(SimMembership& owner, int slot) : owner_(owner), slot_(slot) {}
+  SlotTransport(SimMembership& owner, int slot)
+      : owner_(owner), slot_(slot), inner_(owner.world_.transport(slot)) {}
 
   void set_handlers(Handlers handlers) override {
     handlers_ = std::move(handlers);
-    Transport& inner = owner_.world_.transport(slot_);
     if (!handlers_.on_message && !handlers_.on_peer_lost) {
-      inner.set_handlers({});  // parked until the next engine listens
+      inner_.set_handlers({});  // parked until the next engine listens
       return;
     }
-    inner.set_handlers({
+    inner_.set_handlers({
         .on_message =
             [this](int source_slot, Message&& m) {
               const Layout* l = owner_.layout(m.header.cluster_version);
@@ -47,8 +47,7 @@ class SimMembership::SlotTransport final : public Transport {
       throw std::logic_error(fmt::format("slot {}: no rank {} in cluster version {}", slot_,
                                          destination, message.header.cluster_version));
     }
-    owner_.world_.transport(slot_).send(l->slot_of_rank[static_cast<std::size_t>(destination)],
-                                        std::move(message));
+    inner_.send(l->slot_of_rank[static_cast<std::size_t>(destination)], std::move(message));
   }
 
   std::uint64_t version_ = 0;  // of the engine listening now
@@ -56,6 +55,7 @@ class SimMembership::SlotTransport final : public Transport {
  private:
   SimMembership& owner_;
   int slot_;
+  Transport& inner_;  // the world's, for this slot
   Handlers handlers_;
 };
 
