@@ -415,6 +415,37 @@ TEST(FlowNetwork, WeightsSplitAChannelInProportionAndCapsStillHold) {
   EXPECT_TRUE(net.changes().empty());
 }
 
+TEST(FlowNetwork, ALoneFlowHoldsItsRouteOutsideTheSolverUntilItBecomesAFlow) {
+  FlowNetwork net;
+  const int a = net.add_channel(10), b = net.add_channel(4), c = net.add_channel(5);
+  const auto solves = net.solves();
+  EXPECT_DOUBLE_EQ(net.reserve_alone(std::vector<int>{a, b}), 4);
+  EXPECT_EQ(net.solves(), solves + 1);
+  EXPECT_TRUE(net.reserved(a) && net.reserved(b) && !net.reserved(c));
+  EXPECT_DOUBLE_EQ(net.load(a), 4) << "its rate counts in the load";
+  EXPECT_EQ(net.flows_on(a), 0u) << "but it is no flow";
+  // Not alone: nothing reserved.
+  EXPECT_EQ(net.reserve_alone(std::vector<int>{c, b}), 0);
+  EXPECT_FALSE(net.reserved(c));
+  const auto on_c = net.add_flow({c});
+  EXPECT_EQ(net.reserve_alone(std::vector<int>{c}), 0);
+  // What would change its rate is refused until it becomes a flow.
+  EXPECT_THROW(net.add_flow({c, a}), std::logic_error);
+  EXPECT_THROW(net.set_capacity(b, 1), std::logic_error);
+  EXPECT_DOUBLE_EQ(net.rate(on_c), 5);
+  EXPECT_DOUBLE_EQ(net.capacity(b), 4);
+  net.release_alone(std::vector<int>{a, b});
+  EXPECT_FALSE(net.reserved(a) || net.reserved(b));
+  EXPECT_DOUBLE_EQ(net.load(a), 0);
+  const auto became = net.add_flow({a, b});
+  EXPECT_TRUE(net.added_alone());
+  EXPECT_DOUBLE_EQ(net.rate(became), 4) << "the rate it had alone";
+  net.set_capacity(b, 1);
+  EXPECT_DOUBLE_EQ(net.rate(became), 1);
+  EXPECT_THROW(net.reserve_alone(std::vector<int>{}), std::invalid_argument);
+  EXPECT_THROW(net.reserve_alone(std::vector<int>{7}), std::out_of_range);
+}
+
 // Property: after any sequence of starts, ends and capacity changes, the incremental rates equal
 // a full recompute over every flow, and changes() names exactly the flows whose rate moved (and
 // a started one), with the rates they had: what FlowWorld settles and reschedules.
@@ -775,9 +806,13 @@ TEST(FlowWorld, MessagesOfOnePairArriveInOrder) {
 // sends the next, around all workers but the last, as a ring does: the express path) while
 // random sends join their links, background flows come and go, one link changes bandwidth and
 // another latency every millisecond, and the last worker fails. Returns every arrival (time ns,
-// source, destination, message id), the peers lost and the events run.
+// source, destination, message id), the peers lost, the events run and (but for a lone chain)
+// every TCP sender's state every 250 us.
 struct Traffic {
   std::vector<std::tuple<std::int64_t, int, int, std::uint32_t>> arrivals;
+  std::vector<std::tuple<double, std::string, std::string, std::uint32_t, std::uint32_t, double,
+                         std::uint32_t, std::uint64_t>>
+      samples;
   std::uint64_t events = 0;
   std::uint64_t lost = 0;
 };
@@ -787,7 +822,9 @@ Traffic random_traffic(bool express, std::uint64_t seed, int messages = 150) {
   const LinkSpec link{.bandwidth_bps = 1e9, .latency = 300us, .mtu = 9000, .queue_packets = 100};
   const LinkSpec uplink{.bandwidth_bps = 2e9, .latency = 300us, .mtu = 9000, .queue_packets = 100};
   const PhysicalTopology topo = leaf_spine_topology(2, 2, 3, 1, link, uplink, link);
-  FlowWorld world(topo, {.seed = seed, .express_messages = express});
+  FlowWorld world(
+      topo,
+      {.seed = seed, .tcp_sample_every = messages > 1 ? 250us : 0us, .express_messages = express});
   const int n = world.workers();
   Traffic out;
   std::mt19937_64 rng(seed);
@@ -845,6 +882,10 @@ Traffic random_traffic(bool express, std::uint64_t seed, int messages = 150) {
   world.run();
   out.events = world.stats().simulator_events;
   std::sort(out.arrivals.begin(), out.arrivals.end());
+  for (const TcpSample& t : world.tcp_samples()) {
+    out.samples.emplace_back(t.time_s, t.src, t.dst, t.cwnd_bytes, t.ssthresh_bytes, t.srtt_s,
+                             t.in_flight_bytes, t.acked_bytes);
+  }
   return out;
 }
 
@@ -856,6 +897,8 @@ TEST(FlowWorld, ExpressMessagesArriveWhenEveryEventWouldHaveThemArriveWithFewerE
     EXPECT_GT(reference.lost, 0u) << "the failure is seen";
     EXPECT_EQ(express.arrivals, reference.arrivals) << "seed " << seed;
     EXPECT_EQ(express.lost, reference.lost) << "seed " << seed;
+    EXPECT_GT(reference.samples.size(), 1000u);
+    EXPECT_EQ(express.samples, reference.samples) << "seed " << seed;
   }
   // One chain alone (the first message is one): every hop but the first, which waits for its
   // connection's handshake, is express.

@@ -38,6 +38,7 @@ void FlowNetwork::FlowList::erase(FlowId id) {
 int FlowNetwork::add_channel(double capacity) {
   if (!(capacity > 0)) throw std::invalid_argument("a channel's capacity must be positive");
   channels_.push_back({.capacity = capacity});
+  lone_rate_.push_back(0);
   return static_cast<int>(channels_.size()) - 1;
 }
 
@@ -52,6 +53,9 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
   for (int ch : route) {
     if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
       throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
+    if (reserved(ch))
+      throw std::logic_error("a flow joins channel " + std::to_string(ch) +
+                             ", which a lone flow holds");
   }
   FlowId id;
   if (!free_ids_.empty()) {
@@ -152,7 +156,7 @@ void FlowNetwork::set_weight_on(int channel, double weight) {
 
 double FlowNetwork::load(int channel) const {
   const FlowList& on = channels_.at(static_cast<std::size_t>(channel)).flows;
-  double sum = 0;
+  double sum = lone_rate_[static_cast<std::size_t>(channel)];
   for (std::size_t i = 0; i < on.size(); ++i)
     sum += flows_[static_cast<std::size_t>(on[i])].rate;
   return sum;
@@ -160,9 +164,34 @@ double FlowNetwork::load(int channel) const {
 
 void FlowNetwork::set_capacity(int channel, double capacity) {
   if (!(capacity > 0)) throw std::invalid_argument("a channel's capacity must be positive");
+  if (reserved(channel))
+    throw std::logic_error("changing the capacity of channel " + std::to_string(channel) +
+                           ", which a lone flow holds");
   channels_.at(static_cast<std::size_t>(channel)).capacity = capacity;
   const int seed[] = {channel};
   resolve_from(seed, -1);
+}
+
+double FlowNetwork::reserve_alone(std::span<const int> route) {
+  if (route.empty()) throw std::invalid_argument("a lone flow needs a route");
+  double rate = kUncapped;  // as add_flow() gives a flow alone
+  for (int ch : route) {
+    if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
+      throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
+    const Channel& c = channels_[static_cast<std::size_t>(ch)];
+    if (c.flows.size() != 0 || reserved(ch)) return 0;
+    rate = std::min(rate, c.capacity);
+  }
+  for (int ch : route)
+    lone_rate_[static_cast<std::size_t>(ch)] = rate;
+  ++solves_;
+  ++solved_flows_;
+  return rate;
+}
+
+void FlowNetwork::release_alone(std::span<const int> route) {
+  for (int ch : route)
+    lone_rate_[static_cast<std::size_t>(ch)] = 0;
 }
 
 void FlowNetwork::resolve_from(std::span<const int> seeds, FlowId extra_flow) {

@@ -61,7 +61,22 @@ class FlowNetwork {
   }
   // Ends a flow and re-solves what was its component. Its id may be reused.
   void remove_flow(FlowId flow);
+  // A channel's capacity; an error on a channel a lone flow holds.
   void set_capacity(int channel, double capacity);
+
+  // Lone flows. A flow alone on every channel of its route has the tightest capacity as its rate
+  // for as long as no other flow uses one of those channels, so the caller may hold it outside
+  // the solver: it reserves the route (no flow, no channel lists touched; at a thousand workers
+  // nearly every message of a ring is one), and makes it a flow (release_alone, then add_flow,
+  // which finds it alone and gives it the same rate) before anything else uses one of its
+  // channels or changes its capacity: add_flow and set_capacity refuse a reserved channel.
+  // Its rate counts in load(); it is not among flows_on().
+  //
+  // If no flow crosses any channel of `route` (not empty) and none is reserved: reserves them
+  // and returns the lone flow's rate. Else reserves nothing and returns 0.
+  double reserve_alone(std::span<const int> route);
+  void release_alone(std::span<const int> route);
+  bool reserved(int channel) const { return lone_rate_[static_cast<std::size_t>(channel)] > 0; }
 
   double rate(FlowId flow) const { return flows_[static_cast<std::size_t>(flow)].rate; }
   // The channels a flow (active, or just removed) crosses.
@@ -137,6 +152,7 @@ class FlowNetwork {
             std::vector<double>& out) const;
 
   std::vector<Channel> channels_;
+  std::vector<double> lone_rate_;  // by channel: its lone flow's rate, 0 if none (dense: hot)
   std::vector<Flow> flows_;
   std::vector<std::vector<int>> long_routes_;  // by flow id, for routes over kInlineHops
   std::vector<FlowId> free_ids_;

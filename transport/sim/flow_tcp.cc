@@ -133,8 +133,39 @@ void FlowTcp::started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way
   }
 }
 
+void FlowTcp::started_alone(int sender, std::span<const int> route, double rate, double in_flight,
+                            std::int64_t one_way_latency_ns) {
+  Sender& s = senders_[static_cast<std::size_t>(sender)];
+  s.lone = true;
+  s.lone_rate = rate;
+  s.lone_in_flight = in_flight;
+  s.lone_route = route;
+  s.base_rtt = 2e-9 * static_cast<double>(one_way_latency_ns);
+  if (s.rtt == 0) s.rtt = s.base_rtt;
+  s.settled_at = clock_.now_ns();
+}
+
+void FlowTcp::joined(int sender, FlowNetwork::FlowId flow) {
+  // At the same rate, it stays settled as of its start: what it sent is counted in one spell,
+  // as for a flow that was in the network all along.
+  Sender& s = senders_[static_cast<std::size_t>(sender)];
+  s.lone = false;
+  s.flow = flow;
+  if (sender_by_flow_.size() <= static_cast<std::size_t>(flow))
+    sender_by_flow_.resize(static_cast<std::size_t>(flow) + 1, -1);
+  sender_by_flow_[static_cast<std::size_t>(flow)] = sender;
+}
+
 void FlowTcp::stopping(int sender, std::int64_t ended_ns) {
   Sender& s = senders_[static_cast<std::size_t>(sender)];
+  if (s.lone) {
+    // Alone since it started: what it sent is fed to its window when it next meets another
+    // flow (start_rounds), as one spell.
+    settle(s, s.lone_rate, ended_ns);
+    s.lone = false;
+    ++s.generation;
+    return;
+  }
   if (s.flow < 0) return;
   if (s.ticking) {
     update(s);
@@ -166,7 +197,11 @@ FlowTcp::Sample FlowTcp::sample(int sender) const {
   const Sender& s = senders_[static_cast<std::size_t>(sender)];
   Sample out{
       .cwnd = s.window.cwnd(), .ssthresh = s.window.ssthresh(), .rtt = s.rtt, .acked = s.acked};
-  if (s.flow >= 0) {
+  if (s.lone) {
+    out.rtt = lone_round_trip(s);
+    out.in_flight = s.lone_in_flight;
+    out.acked += s.lone_rate * static_cast<double>(clock_.now_ns() - s.settled_at) * 1e-9;
+  } else if (s.flow >= 0) {
     out.rtt = round_trip(s);
     out.in_flight = in_flight(s);
     out.acked += network_.rate(s.flow) * static_cast<double>(clock_.now_ns() - s.settled_at) * 1e-9;
@@ -178,8 +213,9 @@ FlowTcp::Sample FlowTcp::sample(int sender, std::int64_t ended_ns) const {
   const Sender& s = senders_[static_cast<std::size_t>(sender)];
   Sample out{
       .cwnd = s.window.cwnd(), .ssthresh = s.window.ssthresh(), .rtt = s.rtt, .acked = s.acked};
-  if (s.flow >= 0) {
-    out.acked += network_.rate(s.flow) * static_cast<double>(ended_ns - s.settled_at) * 1e-9;
+  if (s.lone || s.flow >= 0) {
+    const double rate = s.lone ? s.lone_rate : network_.rate(s.flow);
+    out.acked += rate * static_cast<double>(ended_ns - s.settled_at) * 1e-9;
   }
   return out;
 }
@@ -264,6 +300,18 @@ double FlowTcp::round_trip(const Sender& s) const {
   double rtt = s.base_rtt;
   for (int ch : network_.route(s.flow))
     rtt += queued(ch, s.base_rtt) / network_.capacity(ch);
+  return rtt;
+}
+
+// round_trip() for a lone flow: what its window queues beyond its path's bandwidth-delay
+// product waits at the channels it fills.
+double FlowTcp::lone_round_trip(const Sender& s) const {
+  double rtt = s.base_rtt;
+  for (int ch : s.lone_route) {
+    const double capacity = network_.capacity(ch);
+    if (s.lone_rate < capacity * (1 - 1e-9)) continue;  // as queued(): not full
+    rtt += std::clamp(s.lone_in_flight - capacity * s.base_rtt, 0.0, data_room(ch)) / capacity;
+  }
   return rtt;
 }
 

@@ -104,8 +104,15 @@ class FlowTcp {
   double weight(int sender, double backlog) const;
   // After network.add_flow(.., weight(sender)) and settling the changes it made.
   void started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way_latency_ns);
-  // Before network.remove_flow(flow), which ended at `ended_ns` (now, unless the flow was alone
-  // since its start and the world removes it afterwards).
+  // After network.reserve_alone(route) gave the sender's lone flow `rate`; `in_flight` is
+  // weight(sender, backlog). A lone flow changes nothing by its window: what it sends is fed to
+  // the window when it next meets another flow, as for a flow alone.
+  void started_alone(int sender, std::span<const int> route, double rate, double in_flight,
+                     std::int64_t one_way_latency_ns);
+  // Its lone flow became `flow` (network.add_flow, alone), at the same rate.
+  void joined(int sender, FlowNetwork::FlowId flow);
+  // Before network.remove_flow(flow) or release_alone(), the flow having ended at `ended_ns`
+  // (now, unless it was alone and the world removes it afterwards).
   void stopping(int sender) { stopping(sender, clock_.now_ns()); }
   void stopping(int sender, std::int64_t ended_ns);
   // Before the flows in `changes` are settled at their old rates: what they sent meanwhile.
@@ -137,6 +144,12 @@ class FlowTcp {
     std::int64_t settled_at = 0;
     std::uint64_t generation = 0;  // of the pending round
     bool ticking = false;
+    // A lone flow (started_alone): not in the network, so its rate, route and what it has in
+    // flight are kept here.
+    bool lone = false;
+    double lone_rate = 0;
+    double lone_in_flight = 0;
+    std::span<const int> lone_route;
   };
 
   Sender* sender_of(FlowNetwork::FlowId flow) const;
@@ -153,6 +166,7 @@ class FlowTcp {
   double in_flight_on(int channel) const;
   double queued(int channel, double base_rtt) const;
   double round_trip(const Sender& s) const;
+  double lone_round_trip(const Sender& s) const;
   // The bytes of data a channel's queue holds (all of it at a host's lossless queue).
   double data_room(int channel) const;
   void drop_excess(std::span<const int> route, double base_rtt);

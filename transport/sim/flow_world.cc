@@ -48,10 +48,12 @@ class FlowWorld::Impl {
   // queued behind it, keeps its rate until another flow joins one of those channels. Its last
   // byte leaves at a time known at its start (express_end), so its arrival is scheduled at once
   // and the "last byte left" event is skipped: at a thousand workers nearly every message of a
-  // ring is one, and that is one event in two. Its flow is removed when it arrives, or earlier
-  // when something would touch its channels after express_end (settle_express). Until
-  // express_end, a flow joining its channels, a rate change or another message for the
-  // connection ends express mode: the skipped event is scheduled as usual then.
+  // ring is one, and that is one event in two. Its flow is a lone flow (FlowNetwork::
+  // reserve_alone): it holds its channels without entering the solver. It is released when the
+  // message arrives, or earlier when something would touch its channels after express_end
+  // (settle_express). Until express_end, something touching its channels (a flow joining them,
+  // a capacity or latency change, a failure) or another message for the connection ends express
+  // mode: its lone flow becomes a flow, and the skipped event is scheduled as usual.
   struct Connection final : EventQueue::Handler {
     static constexpr std::uint64_t kFrontSent = 0;
     static constexpr std::uint64_t kArrive = 1;
@@ -85,7 +87,7 @@ class FlowWorld::Impl {
     std::size_t sent = 0;
     double waiting_bytes = 0;       // of the messages in [sent, end)
     double front_sent = 0;          // bytes of the first waiting message sent
-    FlowNetwork::FlowId flow = -1;  // active while some wait
+    FlowNetwork::FlowId flow = -1;  // active while some wait (-1 while express: a lone flow)
     std::int64_t settled_at = 0;    // front_sent is as of this time
     std::uint64_t generation = 0;   // of the pending "front sent" event
     std::int64_t last_arrival = 0;
@@ -95,6 +97,8 @@ class FlowWorld::Impl {
     std::int64_t express_end = 0;      // when its last byte leaves
     std::int64_t express_arrival = 0;  // when it arrives
     std::uint64_t express_bytes = 0;   // its size (its queue slot is a cache miss away)
+    double express_rate = 0;           // its lone flow's
+    double express_weight = 0;         // its flow's weight, should it become one
     std::uint64_t express_token = 0;   // of its express arrival (one per express message)
     // Express arrivals still scheduled whose messages left express mode before their end (few:
     // one is dropped when it comes up).
@@ -162,13 +166,14 @@ class FlowWorld::Impl {
   void arrive(Connection& c);
   // Express messages (see Connection).
   bool express_allowed(const Connection& c) const;
-  void start_express(Connection& c);
+  void start_express(Connection& c, double rate, double weight);
   void express_arrive(Connection& c, std::uint64_t token);
   // Brings an express message up to now before something else touches its flow: done sending
   // (its flow removed as of express_end) or, still sending, back to the usual events.
   void settle_express(Connection& c);
   void settle_express_on(std::span<const int> channels);
   void leave_express(Connection& c);
+  void release_express(Connection& c);  // frees its channels
   void retire_express(Connection& c);
   void lost_later(int observer, int peer, std::int64_t at, const char* why);
   void lost(int observer, int peer, const std::string& why);
@@ -191,7 +196,8 @@ class FlowWorld::Impl {
   mutable std::vector<Connection*> last_connection;
   std::vector<std::unique_ptr<Connection>> connection_list;  // in creation order
   std::vector<Owner> owners;                                 // by flow id
-  std::vector<std::uint8_t> failed;  // by rank: bytes, not bits (read twice per message)
+  std::vector<Connection*> express_on;  // by channel: the express message holding it, if any
+  std::vector<std::uint8_t> failed;     // by rank: bytes, not bits (read twice per message)
   std::vector<std::set<int>> reported_lost;
   std::map<int, Background> backgrounds;
   int next_background = 0;
@@ -244,6 +250,7 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
     }
   }
   if (!buckets.empty()) bucket_of_channel.resize(static_cast<std::size_t>(network.channels()), -1);
+  express_on.assign(static_cast<std::size_t>(network.channels()), nullptr);
   if (options.tcp_windows) {
     std::vector<double> queue_bytes;
     for (int ch = 0; ch < network.channels(); ++ch) {
@@ -351,41 +358,47 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
 }
 
 void FlowWorld::Impl::start_flow(Connection& c) {
-  if (c.flow >= 0 || c.sent == c.messages.size() || now() < c.paused_until) return;
+  if (c.flow >= 0 || c.express || c.sent == c.messages.size() || now() < c.paused_until) return;
   settle_express_on(c.route);
   c.settled_at = now();
-  c.flow =
-      network.add_flow(c.route, FlowNetwork::kUncapped, tcp ? tcp->weight(c.sender, unsent(c)) : 1);
+  const double weight = tcp ? tcp->weight(c.sender, unsent(c)) : 1;
+  if (express_allowed(c)) {
+    if (const double rate = network.reserve_alone(c.route); rate > 0) {
+      start_express(c, rate, weight);
+      return;
+    }
+  }
+  c.flow = network.add_flow(c.route, FlowNetwork::kUncapped, weight);
   if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
   owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
-  if (express_allowed(c)) {
-    start_express(c);
-  } else {
-    apply_changes();
-  }
+  apply_changes();
   if (tcp) tcp->started(c.sender, c.flow, c.latency_ns);
 }
 
 bool FlowWorld::Impl::express_allowed(const Connection& c) const {
   if (!options.express_messages) return false;
   if (!buckets.empty()) return false;  // shaped links change capacity on their own
-  // Its flow just started: alone on every channel of its route, not an empty route.
-  return network.added_alone() && !c.route.empty() && c.sent + 1 == c.messages.size();
+  // One message, over a route (reserve_alone() then tells whether it is alone on it).
+  return !c.route.empty() && c.sent + 1 == c.messages.size();
 }
 
-void FlowWorld::Impl::start_express(Connection& c) {
-  // Alone: the network changed no other flow's rate. As reschedule() and front_sent() would.
+void FlowWorld::Impl::start_express(Connection& c, double rate, double weight) {
+  // Alone: no other flow's rate changes. As reschedule() and front_sent() would.
   const std::uint64_t bytes = c.messages[c.sent].second;
   const double left = static_cast<double>(bytes) - c.front_sent;
-  const double rate = network.rate(c.flow);
   const std::int64_t end =
       now() +
       (left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9)));
+  for (int ch : c.route)
+    express_on[static_cast<std::size_t>(ch)] = &c;
   c.express = true;
   c.express_bytes = bytes;
+  c.express_rate = rate;
+  c.express_weight = weight;
   c.express_end = end;
   c.express_arrival = arrival_after(c, end, bytes);
   clock.schedule_call(c.express_arrival, c, (++c.express_token << 2) | Connection::kExpressArrive);
+  if (tcp) tcp->started_alone(c.sender, c.route, rate, weight, c.latency_ns);
 }
 
 void FlowWorld::Impl::express_arrive(Connection& c, std::uint64_t token) {
@@ -409,25 +422,34 @@ void FlowWorld::Impl::settle_express(Connection& c) {
 }
 
 void FlowWorld::Impl::settle_express_on(std::span<const int> channels) {
-  // An express flow is alone on each of its channels.
   for (int ch : channels) {
-    if (network.flows_on(ch) != 1) continue;
-    Connection* c = owners[static_cast<std::size_t>(network.flow_on(ch, 0))].connection;
-    if (c != nullptr && c->express) settle_express(*c);
+    if (Connection* c = express_on[static_cast<std::size_t>(ch)]) settle_express(*c);
   }
 }
 
-void FlowWorld::Impl::leave_express(Connection& c) {
+void FlowWorld::Impl::release_express(Connection& c) {
   c.express = false;
-  c.voided.push_back(c.express_token);  // its arrival is scheduled again once its last byte leaves
+  for (int ch : c.route)
+    express_on[static_cast<std::size_t>(ch)] = nullptr;
+  network.release_alone(c.route);
 }
 
-// What front_sent() and stop_flow() would have done at express_end. Alone until then: removing
-// its flow changes no other.
+// Still sending: its lone flow becomes a flow, alone, so at the same rate; the connection and its
+// window stay settled as of its start, at that rate.
+void FlowWorld::Impl::leave_express(Connection& c) {
+  release_express(c);
+  c.voided.push_back(c.express_token);  // its arrival is scheduled again once its last byte leaves
+  c.flow = network.add_flow(c.route, FlowNetwork::kUncapped, c.express_weight);
+  if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
+  owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
+  if (tcp) tcp->joined(c.sender, c.flow);
+}
+
+// What front_sent() and stop_flow() would have done at express_end. Alone until then: ending
+// its lone flow changes no other.
 void FlowWorld::Impl::retire_express(Connection& c) {
   const std::int64_t end = c.express_end;
-  c.express = false;
-  c.front_sent += network.rate(c.flow) * static_cast<double>(end - c.settled_at) * 1e-9;
+  c.front_sent += c.express_rate * static_cast<double>(end - c.settled_at) * 1e-9;
   c.settled_at = end;
   ++c.sent;
   const auto bytes = static_cast<double>(c.express_bytes);
@@ -435,12 +457,8 @@ void FlowWorld::Impl::retire_express(Connection& c) {
   c.front_sent = std::max(0.0, c.front_sent - bytes);
   c.last_arrival = c.express_arrival;
   if (tcp) tcp->stopping(c.sender, end);
-  const FlowNetwork::FlowId id = c.flow;
-  c.flow = -1;
   ++c.generation;
-  owners[static_cast<std::size_t>(id)] = {};
-  network.remove_flow(id);
-  if (!network.changes().empty()) apply_changes();  // none while it was alone
+  release_express(c);
 }
 
 void FlowWorld::Impl::stop_flow(Connection& c) {
@@ -462,7 +480,6 @@ void FlowWorld::Impl::apply_changes() {
   for (const auto& change : network.changes()) {
     Owner& o = owners[static_cast<std::size_t>(change.flow)];
     if (o.connection != nullptr) {
-      if (o.connection->express) leave_express(*o.connection);  // before its end: see callers
       settle(*o.connection, change.old_rate);
       reschedule(*o.connection);
     } else {
