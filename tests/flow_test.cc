@@ -25,6 +25,7 @@
 #include "transport/sim/flow_network.h"
 #include "transport/sim/flow_tcp.h"
 #include "transport/sim/flow_world.h"
+#include "transport/sim/lane_queue.h"
 #include "transport/sim/radix_heap.h"
 #include "transport/sim/ring_queue.h"
 #include "transport/sim/scenario.h"
@@ -188,6 +189,67 @@ TEST(RadixHeap, PopsInTimeThenSequenceOrderLikeABinaryHeap) {
   }
   EXPECT_THROW(radix.push({now - 1, seq}), std::logic_error);
   radix.push({now, seq});  // the time popped last is allowed
+}
+
+// The lane queue against a binary heap ordered by (time, push number): pushes that interleave a
+// few sorted sequences (arrivals a fixed transfer time ahead, several kinds), far-future timers,
+// zero delays and random ones, with pops and erasures, must come out in exactly that order, and
+// the sorted sequences must mostly go to lanes.
+TEST(LaneQueue, PopsInTimeThenPushOrderLikeABinaryHeapAndKeepsSortedPushesInLanes) {
+  struct Entry {
+    std::int64_t at;
+    std::uint64_t seq;  // the queue's stamp
+    std::uint64_t id;   // the test's push number
+  };
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.at != b.at ? a.at > b.at : a.id > b.id;
+    }
+  };
+  LaneQueue<Entry> lanes;
+  std::priority_queue<Entry, std::vector<Entry>, Later> reference;
+  std::mt19937_64 rng(11);
+  std::uint64_t id = 0;
+  std::int64_t now = 0;
+  const std::int64_t kinds[] = {40'000, 52'000, 61'000, 90'000};
+  for (int round = 0; round < 300000; ++round) {
+    const auto roll = rng() % 100;
+    if (roll < 52 || reference.empty()) {
+      const std::int64_t delay = roll < 30   ? kinds[rng() % 4]
+                                 : roll < 36 ? 0
+                                 : roll < 44 ? static_cast<std::int64_t>(rng() % 100'000)
+                                 : roll < 48
+                                     ? 30'000'000'000 + static_cast<std::int64_t>(rng() % 64)
+                                     : static_cast<std::int64_t>(rng() % 64);
+      lanes.push({now + delay, 0, id});
+      reference.push({now + delay, 0, id});
+      ++id;
+    } else if (roll < 99) {
+      const Entry* next = lanes.peek_ready();
+      ASSERT_NE(next, nullptr);
+      const std::uint64_t peeked = next->id;
+      const Entry got = lanes.pop();
+      const Entry want = reference.top();
+      reference.pop();
+      ASSERT_EQ(got.id, want.id) << "round " << round;
+      ASSERT_EQ(got.at, want.at);
+      ASSERT_EQ(peeked, got.id) << "peek_ready() names what pop() returns";
+      now = got.at;
+    } else {
+      lanes.erase_if([](const Entry& e) { return e.id % 3 == 1; });
+      std::vector<Entry> kept;
+      for (; !reference.empty(); reference.pop()) {
+        if (reference.top().id % 3 != 1) kept.push_back(reference.top());
+      }
+      for (const Entry& e : kept)
+        reference.push(e);
+    }
+    ASSERT_EQ(lanes.size(), reference.size());
+  }
+  EXPECT_GT(lanes.overflowed(), 0u) << "some pushes fit no lane and wait in the heap";
+  EXPECT_LT(lanes.overflowed(), id / 4) << "most pushes fit a lane";
+  EXPECT_THROW(lanes.push({now - 1, 0, id}), std::logic_error);
+  EXPECT_EQ(lanes.peek_ready() == nullptr, lanes.empty());
 }
 
 // A collective arms a timeout far ahead and cancels it when it completes, a moment later: a long

@@ -21,7 +21,7 @@ Executor::TimerId EventQueue::schedule_at(std::int64_t at_ns, Task task) {
   Slot& s = slots_[slot];
   s.task = std::move(task);
   s.live = true;
-  queue_.push({std::max(at_ns, now_), nullptr, slot});
+  queue_.push({std::max(at_ns, now_), nullptr, slot, 0});
   return (static_cast<TimerId>(s.generation) << 32) | slot;
 }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
-#include "transport/sim/radix_heap.h"
+#include "transport/sim/lane_queue.h"
 
 namespace kf {
 
@@ -38,7 +38,7 @@ class EventQueue final : public Executor {
   };
   // handler.fire(argument) at `at_ns` (not before now), in the same order as tasks.
   void schedule_call(std::int64_t at_ns, Handler& handler, std::uint64_t argument) {
-    queue_.push({std::max(at_ns, now_), &handler, argument});
+    queue_.push({std::max(at_ns, now_), &handler, argument, 0});
   }
   std::int64_t now_ns() const { return now_; }
 
@@ -53,9 +53,10 @@ class EventQueue final : public Executor {
 
  private:
   struct Entry {
-    std::int64_t at;   // ties at one instant: first posted, first run (RadixHeap keeps it)
+    std::int64_t at;   // ties at one instant: first posted, first run (by seq)
     Handler* handler;  // null: a task, in slot `argument`
     std::uint64_t argument;
+    std::uint64_t seq;  // push order: LaneQueue stamps it
   };
   // Tasks live in slots reused through a free list; a TimerId is (generation << 32 | slot), so a
   // stale id (its timer fired or was cancelled, the slot reused) cancels nothing.
@@ -72,7 +73,7 @@ class EventQueue final : public Executor {
   // collective's timeout is cancelled at once but lies far ahead, and a long run would otherwise
   // carry thousands of dead entries.
   void compact();
-  RadixHeap<Entry> queue_;
+  LaneQueue<Entry> queue_;
   std::size_t cancelled_ = 0;  // entries in queue_ whose slot is no longer live
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;

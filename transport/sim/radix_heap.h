@@ -53,6 +53,12 @@ class RadixHeap {
   // caller prefetch what that entry will touch.
   const Entry* peek_ready() const { return head_ < run_.size() ? &run_[head_] : nullptr; }
 
+  // The least entry, left in place (call only when not empty).
+  const Entry& top() {
+    if (head_ == run_.size()) refill();
+    return run_[head_];
+  }
+
   // The least entry (call only when not empty).
   Entry pop() {
     if (head_ == run_.size()) refill();
