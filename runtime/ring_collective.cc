@@ -34,11 +34,6 @@ RingAllreduce::RingAllreduce(Engine& engine, std::string name, ConstBufferView i
   remaining_ = n_ == 1 ? 0 : slices_.size();  // one rank: the copy is the result
 }
 
-BufferView RingAllreduce::part(const Slice& s, int p) const {
-  const Range r = even_part(s.range.first, s.range.count, n_, p);
-  return output_.slice(r.first, r.count);
-}
-
 void RingAllreduce::start() {
   if (remaining_ == 0) {
     copy_view(output_, input_);
@@ -68,7 +63,8 @@ void RingAllreduce::on_message(int /*source*/, Message&& message) {
   const int s_local = scatter ? static_cast<int>(step) : static_cast<int>(step) - (n_ - 1);
   // Reduce-scatter step s brings part (i - 1 - s); all-gather step s brings part (i - s).
   const int p = scatter ? wrap(rank_ - 1 - s_local) : wrap(rank_ - s_local);
-  BufferView dst = part(s, p);
+  const Range r = even_part(s.range.first, s.range.count, n_, p);
+  BufferView dst = output_.slice(r.first, r.count);
   if (const auto why = payload_mismatch(message.payload, dst)) {
     finish(mismatch_status(*this, rank_, index, step, *why));
     return;
@@ -76,7 +72,6 @@ void RingAllreduce::on_message(int /*source*/, Message&& message) {
   ++s.next_step;
   const int right = wrap(rank_ + 1);
   if (scatter) {
-    const Range r = even_part(s.range.first, s.range.count, n_, p);
     if (const auto why =
             reduce_payload_to(dst, input_.slice(r.first, r.count), message.payload, op_)) {
       finish(mismatch_status(*this, rank_, index, step, *why));

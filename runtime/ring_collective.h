@@ -41,9 +41,14 @@ class RingAllreduce final : public Operation {
     Range range;                  // its n parts: even_part(range, n, p)
     std::uint32_t next_step = 0;  // of 2(n - 1)
   };
-  BufferView part(const Slice& s, int p) const;
   std::uint32_t steps() const { return 2 * static_cast<std::uint32_t>(n_ - 1); }
-  int wrap(int v) const { return ((v % n_) + n_) % n_; }
+  // Ring arithmetic is within a lap of [0, n) per message: two divisions there were in the path
+  // of every message.
+  int wrap(int v) const {
+    if (v < 0) v += n_;
+    if (v >= n_) v -= n_;
+    return v >= 0 && v < n_ ? v : ((v % n_) + n_) % n_;
+  }
 
   int n_;
   int rank_;
@@ -67,7 +72,13 @@ class RingAllgather final : public Operation {
 
  private:
   BufferView piece(int block, std::size_t chunk) const;
-  int wrap(int v) const { return ((v % n_) + n_) % n_; }
+  // Ring arithmetic is within a lap of [0, n) per message: two divisions there were in the path
+  // of every message.
+  int wrap(int v) const {
+    if (v < 0) v += n_;
+    if (v >= n_) v -= n_;
+    return v >= 0 && v < n_ ? v : ((v % n_) + n_) % n_;
+  }
 
   int n_;
   int rank_;

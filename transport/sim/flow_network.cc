@@ -37,8 +37,8 @@ void FlowNetwork::FlowList::erase(FlowId id) {
 
 int FlowNetwork::add_channel(double capacity) {
   if (!(capacity > 0)) throw std::invalid_argument("a channel's capacity must be positive");
-  channels_.push_back({.capacity = capacity});
-  lone_rate_.push_back(0);
+  channels_.emplace_back();
+  state_.push_back({.capacity = capacity});
   return static_cast<int>(channels_.size()) - 1;
 }
 
@@ -83,6 +83,7 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
   for (int ch : route) {
     FlowList& on = channels_[static_cast<std::size_t>(ch)].flows;
     on.push_back(id);
+    ++state_[static_cast<std::size_t>(ch)].flows;
     alone = alone && on.size() == 1;
   }
   added_alone_ = alone;
@@ -91,7 +92,7 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     // search (fill() gives a lone flow the same rate).
     double rate = cap;
     for (int ch : route)
-      rate = std::min(rate, channels_[static_cast<std::size_t>(ch)].capacity);
+      rate = std::min(rate, state_[static_cast<std::size_t>(ch)].capacity);
     f.rate = rate;
     changes_.assign(1, {id, 0.0});
     ++solves_;
@@ -110,6 +111,7 @@ void FlowNetwork::remove_flow(FlowId id) {
   for (int ch : hops) {
     FlowList& on = channels_[static_cast<std::size_t>(ch)].flows;
     on.erase(id);
+    --state_[static_cast<std::size_t>(ch)].flows;
     alone = alone && on.size() == 0;
   }
   f.active = false;
@@ -156,7 +158,7 @@ void FlowNetwork::set_weight_on(int channel, double weight) {
 
 double FlowNetwork::load(int channel) const {
   const FlowList& on = channels_.at(static_cast<std::size_t>(channel)).flows;
-  double sum = lone_rate_[static_cast<std::size_t>(channel)];
+  double sum = state_[static_cast<std::size_t>(channel)].lone_rate;
   for (std::size_t i = 0; i < on.size(); ++i)
     sum += flows_[static_cast<std::size_t>(on[i])].rate;
   return sum;
@@ -167,7 +169,7 @@ void FlowNetwork::set_capacity(int channel, double capacity) {
   if (reserved(channel))
     throw std::logic_error("changing the capacity of channel " + std::to_string(channel) +
                            ", which a lone flow holds");
-  channels_.at(static_cast<std::size_t>(channel)).capacity = capacity;
+  state_.at(static_cast<std::size_t>(channel)).capacity = capacity;
   const int seed[] = {channel};
   resolve_from(seed, -1);
 }
@@ -176,14 +178,14 @@ double FlowNetwork::reserve_alone(std::span<const int> route) {
   if (route.empty()) throw std::invalid_argument("a lone flow needs a route");
   double rate = kUncapped;  // as add_flow() gives a flow alone
   for (int ch : route) {
-    if (ch < 0 || static_cast<std::size_t>(ch) >= channels_.size())
+    if (ch < 0 || static_cast<std::size_t>(ch) >= state_.size())
       throw std::out_of_range("a flow's route names no channel " + std::to_string(ch));
-    const Channel& c = channels_[static_cast<std::size_t>(ch)];
-    if (c.flows.size() != 0 || reserved(ch)) return 0;
+    const ChannelState& c = state_[static_cast<std::size_t>(ch)];
+    if (c.flows != 0 || c.lone_rate > 0) return 0;
     rate = std::min(rate, c.capacity);
   }
   for (int ch : route)
-    lone_rate_[static_cast<std::size_t>(ch)] = rate;
+    state_[static_cast<std::size_t>(ch)].lone_rate = rate;
   ++solves_;
   ++solved_flows_;
   return rate;
@@ -191,7 +193,7 @@ double FlowNetwork::reserve_alone(std::span<const int> route) {
 
 void FlowNetwork::release_alone(std::span<const int> route) {
   for (int ch : route)
-    lone_rate_[static_cast<std::size_t>(ch)] = 0;
+    state_[static_cast<std::size_t>(ch)].lone_rate = 0;
 }
 
 void FlowNetwork::resolve_from(std::span<const int> seeds, FlowId extra_flow) {
@@ -243,7 +245,7 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
     const Flow& f = flows_[static_cast<std::size_t>(flows.front())];
     double level = f.cap;
     for (int ch : route(flows.front()))
-      level = std::min(level, channels_[static_cast<std::size_t>(ch)].capacity);
+      level = std::min(level, state_[static_cast<std::size_t>(ch)].capacity);
     out[static_cast<std::size_t>(flows.front())] = std::max(level, 0.0);
     return;
   }
@@ -253,7 +255,7 @@ void FlowNetwork::fill(const std::vector<int>& channels, const std::vector<FlowI
   for (std::size_t i = 0; i < channels.size(); ++i) {
     const auto ch = static_cast<std::size_t>(channels[i]);
     x.local_of_channel[ch] = static_cast<int>(i);
-    x.shares[i] = {channels_[ch].capacity, 0, 0.0, false};
+    x.shares[i] = {state_[ch].capacity, 0, 0.0, false};
   }
   x.hops.clear();
   x.first_hop.clear();
