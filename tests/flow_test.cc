@@ -422,7 +422,7 @@ TEST(FlowNetwork, ACappedFlowTakesItsCapAndNoMore) {
   net.set_capacity(link, 1.5);  // now the cap is above the fair share
   EXPECT_DOUBLE_EQ(net.rate(paced), 0.75);
   EXPECT_DOUBLE_EQ(net.rate(greedy), 0.75);
-  EXPECT_THROW(net.add_flow({}), std::invalid_argument);  // nothing would bound it
+  EXPECT_THROW(net.add_flow(std::vector<int>{}), std::invalid_argument);  // nothing would bound it
   // A route through a channel that does not exist is refused, and leaves the rest as it was.
   EXPECT_THROW(net.add_flow({link, 7}), std::out_of_range);
   EXPECT_THROW(net.add_flow({-1}), std::out_of_range);

@@ -42,8 +42,7 @@ int FlowNetwork::add_channel(double capacity) {
   return static_cast<int>(channels_.size()) - 1;
 }
 
-FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double cap,
-                                          double weight) {
+FlowNetwork::FlowId FlowNetwork::add_flow(std::span<const int> route, double cap, double weight) {
   if (route.empty() && cap == kUncapped) {
     throw std::invalid_argument("a flow with no channel needs a rate cap");
   }
@@ -73,7 +72,7 @@ FlowNetwork::FlowId FlowNetwork::add_flow(const std::vector<int>& route, double 
     std::copy(route.begin(), route.end(), f.hops.begin());
   } else {
     if (long_routes_.size() <= static_cast<std::size_t>(id)) long_routes_.resize(id + 1);
-    long_routes_[static_cast<std::size_t>(id)] = route;
+    long_routes_[static_cast<std::size_t>(id)].assign(route.begin(), route.end());
   }
   f.cap = cap;
   f.weight = weight;

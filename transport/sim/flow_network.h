@@ -39,7 +39,10 @@ class FlowNetwork {
 
   // Starts a flow over `route` (channel ids; may be empty: then only `cap` bounds it, and an
   // empty uncapped route is an error) and re-solves its component.
-  FlowId add_flow(const std::vector<int>& route, double cap = kUncapped, double weight = 1);
+  FlowId add_flow(std::span<const int> route, double cap = kUncapped, double weight = 1);
+  FlowId add_flow(const std::vector<int>& route, double cap = kUncapped, double weight = 1) {
+    return add_flow(std::span<const int>(route), cap, weight);
+  }
   // Whether the last add_flow found its flow alone on every channel of its route (its component
   // itself, no other rate changed): true until a flow is added or removed.
   bool added_alone() const { return added_alone_; }

@@ -1,6 +1,7 @@
 #include "transport/sim/flow_world.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -71,16 +72,30 @@ class FlowWorld::Impl {
       }
     }
 
+    // The channels it crosses.
+    std::span<const int> route() const {
+      if (hop_count <= hops.size()) return {hops.data(), hop_count};
+      return long_route;
+    }
+    void set_route(const std::vector<int>& channels) {
+      hop_count = static_cast<std::uint32_t>(channels.size());
+      if (channels.size() <= hops.size()) {
+        std::copy(channels.begin(), channels.end(), hops.begin());
+      } else {
+        long_route = channels;
+      }
+    }
+
+    // What a message's send and arrival touch comes first: the event queue fetches a handler's
+    // first four cache lines ahead of its event (EventQueue::run).
     Impl* world = nullptr;
     int src = 0;
     int dst = 0;
-    std::vector<int> route;
-    std::int64_t latency_ns = 0;    // propagation along the route
-    double forward_s_per_byte = 0;  // store-and-forward: sum over hops after the first of 1 / rate
-    std::int64_t forward_segment_ns = 0;  // of a full segment
-    bool open = false;                    // handshake done
+    int sender = -1;    // its TCP window (FlowTcp), with options.tcp_windows
+    bool open = false;  // handshake done
     bool opening = false;
     bool closed = false;  // by a failure: nothing more is sent
+    bool express = false;
     // In order: [0, sent) have left and are crossing the path, [sent, end) wait to be sent. One
     // queue, so a message is not moved from one to another on the way.
     RingQueue<std::pair<Message, std::uint64_t>> messages;
@@ -91,9 +106,6 @@ class FlowWorld::Impl {
     std::int64_t settled_at = 0;    // front_sent is as of this time
     std::uint64_t generation = 0;   // of the pending "front sent" event
     std::int64_t last_arrival = 0;
-    int sender = -1;                // its TCP window (FlowTcp), with options.tcp_windows
-    std::int64_t paused_until = 0;  // waiting out a retransmission timeout until then
-    bool express = false;
     std::int64_t express_end = 0;      // when its last byte leaves
     std::int64_t express_arrival = 0;  // when it arrives
     std::uint64_t express_bytes = 0;   // its size (its queue slot is a cache miss away)
@@ -103,6 +115,15 @@ class FlowWorld::Impl {
     // Express arrivals still scheduled whose messages left express mode before their end (few:
     // one is dropped when it comes up).
     std::vector<std::uint64_t> voided;
+    std::int64_t latency_ns = 0;          // propagation along the route
+    std::int64_t forward_segment_ns = 0;  // store-and-forward of a full segment
+    // In place up to six channels (every route of a leaf-spine or fat tree): a vector's would
+    // be one more cache line per message.
+    std::array<int, 6> hops{};
+    std::uint32_t hop_count = 0;
+    double forward_s_per_byte = 0;  // store-and-forward: sum over hops after the first of 1 / rate
+    std::int64_t paused_until = 0;  // waiting out a retransmission timeout until then
+    std::vector<int> long_route;    // a route of more than six channels
   };
 
   struct Background {
@@ -301,8 +322,8 @@ FlowWorld::Impl::Connection& FlowWorld::Impl::connection(int src, int dst) {
   c->world = this;
   c->src = src;
   c->dst = dst;
-  c->route = routes.route(topo.worker_node[static_cast<std::size_t>(src)],
-                          topo.worker_node[static_cast<std::size_t>(dst)]);
+  c->set_route(routes.route(topo.worker_node[static_cast<std::size_t>(src)],
+                            topo.worker_node[static_cast<std::size_t>(dst)]));
   measure(*c);
   if (tcp) {
     c->sender = tcp->add_sender();
@@ -318,8 +339,9 @@ FlowWorld::Impl::Connection& FlowWorld::Impl::connection(int src, int dst) {
 void FlowWorld::Impl::measure(Connection& c) {
   c.latency_ns = 0;
   c.forward_s_per_byte = 0;
-  for (std::size_t h = 0; h < c.route.size(); ++h) {
-    const auto link = static_cast<std::size_t>(link_of(c.route[h]));
+  const std::span<const int> route = c.route();
+  for (std::size_t h = 0; h < route.size(); ++h) {
+    const auto link = static_cast<std::size_t>(link_of(route[h]));
     c.latency_ns += link_latency[link];
     if (h > 0) c.forward_s_per_byte += 8 / link_bandwidth[link];
   }
@@ -359,16 +381,16 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
 
 void FlowWorld::Impl::start_flow(Connection& c) {
   if (c.flow >= 0 || c.express || c.sent == c.messages.size() || now() < c.paused_until) return;
-  settle_express_on(c.route);
+  settle_express_on(c.route());
   c.settled_at = now();
   const double weight = tcp ? tcp->weight(c.sender, unsent(c)) : 1;
   if (express_allowed(c)) {
-    if (const double rate = network.reserve_alone(c.route); rate > 0) {
+    if (const double rate = network.reserve_alone(c.route()); rate > 0) {
       start_express(c, rate, weight);
       return;
     }
   }
-  c.flow = network.add_flow(c.route, FlowNetwork::kUncapped, weight);
+  c.flow = network.add_flow(c.route(), FlowNetwork::kUncapped, weight);
   if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
   owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
   apply_changes();
@@ -379,7 +401,7 @@ bool FlowWorld::Impl::express_allowed(const Connection& c) const {
   if (!options.express_messages) return false;
   if (!buckets.empty()) return false;  // shaped links change capacity on their own
   // One message, over a route (reserve_alone() then tells whether it is alone on it).
-  return !c.route.empty() && c.sent + 1 == c.messages.size();
+  return !c.route().empty() && c.sent + 1 == c.messages.size();
 }
 
 void FlowWorld::Impl::start_express(Connection& c, double rate, double weight) {
@@ -389,7 +411,7 @@ void FlowWorld::Impl::start_express(Connection& c, double rate, double weight) {
   const std::int64_t end =
       now() +
       (left <= 0 ? std::int64_t{0} : static_cast<std::int64_t>(std::ceil(left / rate * 1e9)));
-  for (int ch : c.route)
+  for (int ch : c.route())
     express_on[static_cast<std::size_t>(ch)] = &c;
   c.express = true;
   c.express_bytes = bytes;
@@ -398,7 +420,7 @@ void FlowWorld::Impl::start_express(Connection& c, double rate, double weight) {
   c.express_end = end;
   c.express_arrival = arrival_after(c, end, bytes);
   clock.schedule_call(c.express_arrival, c, (++c.express_token << 2) | Connection::kExpressArrive);
-  if (tcp) tcp->started_alone(c.sender, c.route, rate, weight, c.latency_ns);
+  if (tcp) tcp->started_alone(c.sender, c.route(), rate, weight, c.latency_ns);
 }
 
 void FlowWorld::Impl::express_arrive(Connection& c, std::uint64_t token) {
@@ -429,9 +451,9 @@ void FlowWorld::Impl::settle_express_on(std::span<const int> channels) {
 
 void FlowWorld::Impl::release_express(Connection& c) {
   c.express = false;
-  for (int ch : c.route)
+  for (int ch : c.route())
     express_on[static_cast<std::size_t>(ch)] = nullptr;
-  network.release_alone(c.route);
+  network.release_alone(c.route());
 }
 
 // Still sending: its lone flow becomes a flow, alone, so at the same rate; the connection and its
@@ -439,7 +461,7 @@ void FlowWorld::Impl::release_express(Connection& c) {
 void FlowWorld::Impl::leave_express(Connection& c) {
   release_express(c);
   c.voided.push_back(c.express_token);  // its arrival is scheduled again once its last byte leaves
-  c.flow = network.add_flow(c.route, FlowNetwork::kUncapped, c.express_weight);
+  c.flow = network.add_flow(c.route(), FlowNetwork::kUncapped, c.express_weight);
   if (owners.size() <= static_cast<std::size_t>(c.flow)) owners.resize(c.flow + 1);
   owners[static_cast<std::size_t>(c.flow)] = {&c, now()};
   if (tcp) tcp->joined(c.sender, c.flow);
@@ -470,7 +492,7 @@ void FlowWorld::Impl::stop_flow(Connection& c) {
   owners[static_cast<std::size_t>(id)] = {};
   network.remove_flow(id);
   // A flow alone on a shaped channel leaves no rate change behind to find its bucket by.
-  if (!buckets.empty()) touch_buckets(c.route);
+  if (!buckets.empty()) touch_buckets(c.route());
   apply_changes();
 }
 
@@ -820,8 +842,8 @@ void FlowWorld::set_link(const std::string& link, std::optional<double> bandwidt
   if (latency) w.link_latency[i] = latency->count();
   // Messages already under way keep the delay they left with.
   for (const auto& c : w.connection_list) {
-    if (std::any_of(c->route.begin(), c->route.end(),
-                    [index](int ch) { return link_of(ch) == index; })) {
+    const std::span<const int> route = c->route();
+    if (std::any_of(route.begin(), route.end(), [index](int ch) { return link_of(ch) == index; })) {
       if (latency) w.settle_express(*c);  // one still sending leaves with the new delay
       w.measure(*c);
     }
