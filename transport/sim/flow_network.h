@@ -62,7 +62,8 @@ class FlowNetwork {
   }
   // Ends a flow and re-solves what was its component. Its id may be reused.
   void remove_flow(FlowId flow);
-  // A channel's capacity; an error on a channel a lone flow holds.
+  // Sets a channel's capacity and re-solves its component; an error on a channel a lone flow
+  // holds.
   void set_capacity(int channel, double capacity);
 
   // Lone flows. A flow alone on every channel of its route has the tightest capacity as its rate

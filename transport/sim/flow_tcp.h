@@ -104,9 +104,10 @@ class FlowTcp {
   double weight(int sender, double backlog) const;
   // After network.add_flow(.., weight(sender)) and settling the changes it made.
   void started(int sender, FlowNetwork::FlowId flow, std::int64_t one_way_latency_ns);
-  // After network.reserve_alone(route) gave the sender's lone flow `rate`; `in_flight` is
-  // weight(sender, backlog). A lone flow changes nothing by its window: what it sends is fed to
-  // the window when it next meets another flow, as for a flow alone.
+  // After network.reserve_alone(route) gave the sender's lone flow `rate` (`route` must stay
+  // valid until stopping()); `in_flight` is weight(sender, backlog). A lone flow changes nothing by
+  // its window: what it sends is fed to the window when it next meets another flow, as for a flow
+  // alone.
   void started_alone(int sender, std::span<const int> route, double rate, double in_flight,
                      std::int64_t one_way_latency_ns);
   // Its lone flow became `flow` (network.add_flow, alone), at the same rate.

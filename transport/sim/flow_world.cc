@@ -189,8 +189,9 @@ class FlowWorld::Impl {
   bool express_allowed(const Connection& c) const;
   void start_express(Connection& c, double rate, double weight);
   void express_arrive(Connection& c, std::uint64_t token);
-  // Brings an express message up to now before something else touches its flow: done sending
-  // (its flow removed as of express_end) or, still sending, back to the usual events.
+  // Brings an express message up to now before something else touches its channels: done
+  // sending (its lone flow released as of express_end) or, still sending, back to the usual
+  // events with its lone flow made a flow.
   void settle_express(Connection& c);
   void settle_express_on(std::span<const int> channels);
   void leave_express(Connection& c);
