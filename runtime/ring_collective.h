@@ -21,6 +21,14 @@
 
 namespace kf {
 
+// v modulo n, in [0, n). Ring arithmetic stays within a lap of [0, n) per message, so two
+// compare-and-adds do, where the two divisions of the general formula sat in every message's path.
+inline int wrap_rank(int v, int n) {
+  if (v < 0) v += n;
+  if (v >= n) v -= n;
+  return v >= 0 && v < n ? v : ((v % n) + n) % n;
+}
+
 class RingAllreduce final : public Operation {
  public:
   RingAllreduce(Engine& engine, std::string name, ConstBufferView input, BufferView output,
@@ -42,13 +50,7 @@ class RingAllreduce final : public Operation {
     std::uint32_t next_step = 0;  // of 2(n - 1)
   };
   std::uint32_t steps() const { return 2 * static_cast<std::uint32_t>(n_ - 1); }
-  // Ring arithmetic is within a lap of [0, n) per message: two divisions there were in the path
-  // of every message.
-  int wrap(int v) const {
-    if (v < 0) v += n_;
-    if (v >= n_) v -= n_;
-    return v >= 0 && v < n_ ? v : ((v % n_) + n_) % n_;
-  }
+  int wrap(int v) const { return wrap_rank(v, n_); }
 
   int n_;
   int rank_;
@@ -72,13 +74,7 @@ class RingAllgather final : public Operation {
 
  private:
   BufferView piece(int block, std::size_t chunk) const;
-  // Ring arithmetic is within a lap of [0, n) per message: two divisions there were in the path
-  // of every message.
-  int wrap(int v) const {
-    if (v < 0) v += n_;
-    if (v >= n_) v -= n_;
-    return v >= 0 && v < n_ ? v : ((v % n_) + n_) % n_;
-  }
+  int wrap(int v) const { return wrap_rank(v, n_); }
 
   int n_;
   int rank_;
