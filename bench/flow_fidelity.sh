@@ -4,15 +4,22 @@
 # value, each variants arm), then one table of mean |per-step difference|, wall-time speedup,
 # what ns-3 lost (dropped packets, retransmission timeouts) and the flow world's window backoffs
 # and timeouts.
-#   bench/flow_fidelity.sh [BUILD_DIR] [--out DIR] [--set KEY=VALUE ...] [SCENARIO ...]
+#   bench/flow_fidelity.sh [BUILD_DIR] [--out DIR] [--seeds N] [--set KEY=VALUE ...] [SCENARIO ...]
 #                                                                     (./kf bench flow_fidelity)
 # SCENARIO: a name in scenarios/ without .yaml (default: all but the flow-only scale-1024).
 # --set: one more `kfsim --set` for both worlds of every run (repeatable): the same table under
 # another setting, e.g. --set topology.link.queue=2000 (switch queues deep enough that ns-3
 # drops nothing).
-# Writes DIR/flow_fidelity.csv and DIR/flow_fidelity.md (DIR: out/flow_fidelity); exit 1 when a
-# run fails, 2 on bad arguments. Reported, not asserted: a cell outside 10% does not fail it.
-# About 6 minutes on the 2-core development machine (the sum of the scenarios' compare runs).
+# --seeds N: also run every cell at the N-1 seeds after the scenario's own (into DIR/seedK/). TCP
+# over drop-tail queues is chaotic: a drop, a retransmission timeout, lands in one step or
+# another with the seed, in ns-3 as in the flow world. A second table then sets the flow world's
+# distance from ns-3 over the seeds beside ns-3's distance from itself (the same cell, two seeds:
+# the noise floor of a per-step comparison) and the bias of the mean step time over all seeds.
+# Writes DIR/flow_fidelity.csv and DIR/flow_fidelity.md (DIR: out/flow_fidelity), with --seeds
+# also DIR/flow_fidelity_seeds.csv; exit 1 when a run fails, 2 on bad arguments. Reported, not
+# asserted: a cell outside 10% does not fail it.
+# About 6 minutes a seed on the 2-core development machine (the sum of the scenarios' compare
+# runs).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="$here/build/release"
@@ -23,10 +30,14 @@ fi
 out="$here/out/flow_fidelity"
 names=()
 sets=()
+seeds=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) [[ $# -ge 2 ]] || { echo "flow_fidelity: --out needs a directory" >&2; exit 2; }
       out="$2"; shift ;;
+    --seeds) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || {
+        echo "flow_fidelity: --seeds needs a count of at least 1, got '${2-}'" >&2; exit 2; }
+      seeds="$2"; shift ;;
     --set) [[ $# -ge 2 && "$2" == *=* ]] || { echo "flow_fidelity: --set needs KEY=VALUE" >&2; exit 2; }
       sets+=(--set "$2"); shift ;;
     -*) echo "flow_fidelity: unknown option '$1'" >&2; exit 2 ;;
@@ -47,22 +58,41 @@ kfsim="$build/apps/kfsim"
 [[ -x "$kfsim" ]] || { echo "flow_fidelity: no $kfsim (build first: ./kf setup)" >&2; exit 2; }
 mkdir -p "$out"
 
+# The scenario's seed, or the one a --set gives.
+base_seed() {
+  local seed
+  seed="$(awk '/^seed:/ {print $2; exit}' "$here/scenarios/$1.yaml")"
+  for s in ${sets[@]+"${sets[@]}"}; do
+    [[ "$s" == seed=* ]] && seed="${s#seed=}"
+  done
+  echo "${seed:-1}"
+}
+
 failed=0
 for n in "${names[@]}"; do
-  echo "== $n"
-  start=$SECONDS
-  if ! "$kfsim" "$here/scenarios/$n.yaml" --compare ns3,flow --quiet --out "$out/$n" ${sets[@]+"${sets[@]}"} \
-      >"$out/$n.log" 2>&1; then
-    echo "   FAILED (exit $?): $out/$n.log"
-    failed=1
-  fi
-  echo "   $((SECONDS - start)) s"
+  for ((k = 1; k <= seeds; k++)); do
+    dir="$out/$n"
+    extra=()
+    if ((k > 1)); then
+      dir="$out/seed$k/$n"
+      extra=(--set "seed=$(($(base_seed "$n") + k - 1))")
+      mkdir -p "$out/seed$k"
+    fi
+    echo "== $n${extra[*]+ ${extra[*]}}"
+    start=$SECONDS
+    if ! "$kfsim" "$here/scenarios/$n.yaml" --compare ns3,flow --quiet --out "$dir" \
+        ${sets[@]+"${sets[@]}"} ${extra[@]+"${extra[@]}"} >"$dir.log" 2>&1; then
+      echo "   FAILED (exit $?): $dir.log"
+      failed=1
+    fi
+    echo "   $((SECONDS - start)) s"
+  done
 done
 
-KF_FIDELITY_SETS="${sets[*]+${sets[*]}}" python3 - "$out" "${names[@]}" <<'PY'
-import csv, json, os, sys
+KF_FIDELITY_SETS="${sets[*]+${sets[*]}}" python3 - "$out" "$seeds" "${names[@]}" <<'PY'
+import csv, itertools, json, os, sys
 
-out, names = sys.argv[1], sys.argv[2:]
+out, seeds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
 
 def load(path):
@@ -70,9 +100,9 @@ def load(path):
         return json.load(f)
 
 
-def cells(name):
+def cells(name, root=out):
     """(label, directory holding ns3/ and flow/) for a plain run, each sweep value or arm."""
-    base = os.path.join(out, name)
+    base = os.path.join(root, name)
     if os.path.isdir(os.path.join(base, "ns3")):
         return [(name, base)]
     with open(os.path.join(base, "compare.csv")) as f:
@@ -126,11 +156,89 @@ for r in rows:
                  f"x{r['speedup']:.0f} | {r['ns3_dropped_packets']} | {r['ns3_retransmission_timeouts']} | "
                  f"{r['flow_window_backoffs']} | {r['flow_retransmission_timeouts']} |")
 lines += ["", f"Within 10% of ns-3: {within} of {len(rows)} cells; at least 100x faster: {fast} of {len(rows)}."]
+
+
+def step_times(d):
+    """{step: (ns-3 s, flow s)} from a cell's compare.csv."""
+    with open(os.path.join(d, "compare.csv")) as f:
+        return {int(r["step"]): (float(r["ns3_s"]), float(r["flow_s"]))
+                for r in csv.DictReader(f) if r["ns3_s"] and r["flow_s"]}
+
+
+def distance(a, b):
+    """Mean |b / a - 1| over the steps both have, in %."""
+    common = [s for s in a if s in b and a[s] > 0]
+    return 100 * sum(abs(b[s] / a[s] - 1) for s in common) / len(common) if common else float("nan")
+
+
+def spread(runs):
+    """A world's distance from itself: the mean over ordered pairs of seeds."""
+    pairs = [distance(a, b) for a, b in itertools.permutations(runs, 2)]
+    return sum(pairs) / len(pairs) if pairs else float("nan")
+
+
+if seeds > 1:
+    by_cell = {}
+    for k in range(1, seeds + 1):
+        root = out if k == 1 else os.path.join(out, f"seed{k}")
+        for name in names:
+            try:
+                found = cells(name, root)
+            except OSError:
+                continue
+            for label, d in found:
+                try:
+                    by_cell.setdefault(label, []).append(step_times(d))
+                except OSError:
+                    pass
+    seed_rows = []
+    for r in rows:
+        runs = by_cell.get(r["cell"], [])
+        ns3 = [{s: v[0] for s, v in run.items()} for run in runs]
+        flow = [{s: v[1] for s, v in run.items()} for run in runs]
+        per_seed = [distance(a, b) for a, b in zip(ns3, flow)]
+        mean = sum(per_seed) / len(per_seed) if per_seed else float("nan")
+        total_ns3 = sum(sum(run.values()) for run in ns3)
+        bias = 100 * (sum(sum(run.values()) for run in flow) / total_ns3 - 1) if total_ns3 else float("nan")
+        ns3_spread = spread(ns3)
+        seed_rows.append({
+            "cell": r["cell"], "seeds": len(runs),
+            "flow_vs_ns3_mean_pct": round(mean, 3),
+            "flow_vs_ns3_per_seed_pct": " ".join(f"{x:.1f}" for x in per_seed),
+            "ns3_vs_ns3_pct": round(ns3_spread, 3), "flow_vs_flow_pct": round(spread(flow), 3),
+            "mean_step_bias_pct": round(bias, 3),
+            "within_10pct": mean <= 10,
+            "within_10pct_or_ns3_spread": mean <= max(10, ns3_spread),
+        })
+    with open(os.path.join(out, "flow_fidelity_seeds.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(seed_rows[0]) if seed_rows else ["cell"])
+        w.writeheader()
+        w.writerows(seed_rows)
+    lines += [
+        "", f"Over {seeds} seeds (the scenario's and the {seeds - 1} after it): the flow world's mean "
+        "|per-step difference| from ns-3 at the same seed, per seed and their mean; ns-3's from itself "
+        "and the flow world's from itself at two different seeds (mean over pairs); the mean step "
+        "time over every seed, flow against ns-3.", "",
+        "| cell | seeds | flow vs ns-3 % (mean) | per seed % | ns-3 vs ns-3 % | flow vs flow % | "
+        "mean step bias % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in seed_rows:
+        mark = "" if r["within_10pct"] else " **(> 10%)**"
+        lines.append(f"| {r['cell']} | {r['seeds']} | {r['flow_vs_ns3_mean_pct']:.2f}{mark} | "
+                     f"{r['flow_vs_ns3_per_seed_pct']} | {r['ns3_vs_ns3_pct']:.2f} | "
+                     f"{r['flow_vs_flow_pct']:.2f} | {r['mean_step_bias_pct']:+.2f} |")
+    n = len(seed_rows)
+    lines += ["", f"Over {seeds} seeds: within 10% of ns-3 in {sum(r['within_10pct'] for r in seed_rows)} "
+              f"of {n} cells; within 10% or within ns-3's own seed-to-seed distance in "
+              f"{sum(r['within_10pct_or_ns3_spread'] for r in seed_rows)} of {n}; mean step time "
+              f"within 10% in {sum(abs(r['mean_step_bias_pct']) <= 10 for r in seed_rows)} of {n}."]
 if os.environ.get("KF_FIDELITY_SETS"):  # a table under another setting says so
     lines += ["", f"Every run with: {os.environ['KF_FIDELITY_SETS']}"]
 with open(os.path.join(out, "flow_fidelity.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("\n".join(lines))
-print(f"\n  {out}/flow_fidelity.csv, {out}/flow_fidelity.md")
+print(f"\n  {out}/flow_fidelity.csv, {out}/flow_fidelity.md"
+      + (f", {out}/flow_fidelity_seeds.csv" if seeds > 1 else ""))
 PY
 exit "$failed"
