@@ -18,7 +18,7 @@
 # Writes DIR/flow_fidelity.csv and DIR/flow_fidelity.md (DIR: out/flow_fidelity), with --seeds
 # also DIR/flow_fidelity_seeds.csv; exit 1 when a run fails, 2 on bad arguments. Reported, not
 # asserted: a cell outside 10% does not fail it.
-# About 6 minutes a seed on the 2-core development machine (the sum of the scenarios' compare
+# About 11 minutes a seed on the 2-core development machine (the sum of the scenarios' compare
 # runs).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
