@@ -22,12 +22,4 @@ std::vector<Range> split_even(std::size_t offset, std::size_t count, int parts) 
   return out;
 }
 
-Range even_part(std::size_t offset, std::size_t count, int parts, int index) {
-  const auto n = static_cast<std::size_t>(parts);
-  const auto i = static_cast<std::size_t>(index);
-  const std::size_t base = count / n;
-  const std::size_t extra = count % n;
-  return {offset + i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
-}
-
 }  // namespace kf

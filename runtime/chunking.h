@@ -1,6 +1,8 @@
 // How a buffer is cut into the pieces that travel independently.
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <vector>
 
@@ -22,6 +24,13 @@ std::vector<Range> split_even(std::size_t offset, std::size_t count, int parts);
 
 // Range `index` of split_even(offset, count, parts), computed rather than looked up: a ring of
 // n workers would otherwise keep n ranges per slice and touch a different one per message.
-Range even_part(std::size_t offset, std::size_t count, int parts, int index);
+// Inline: a ring locates each arriving message's part with it.
+inline Range even_part(std::size_t offset, std::size_t count, int parts, int index) {
+  const auto n = static_cast<std::size_t>(parts);
+  const auto i = static_cast<std::size_t>(index);
+  const std::size_t base = count / n;
+  const std::size_t extra = count % n;
+  return {offset + i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
 
 }  // namespace kf

@@ -4,28 +4,6 @@
 
 namespace kf {
 
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::u8:
-    case DType::i8:
-      return 1;
-    case DType::u16:
-    case DType::i16:
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::u32:
-    case DType::i32:
-    case DType::f32:
-      return 4;
-    case DType::u64:
-    case DType::i64:
-    case DType::f64:
-      return 8;
-  }
-  std::abort();  // not a DType
-}
-
 std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::u8:

@@ -15,7 +15,28 @@ inline constexpr DType kAllDTypes[] = {DType::u8,  DType::u16,  DType::u32, DTyp
                                        DType::i8,  DType::i16,  DType::i32, DType::i64,
                                        DType::f16, DType::bf16, DType::f32, DType::f64};
 
-std::size_t dtype_size(DType t);
+// Inline: views size their slices with it on every message a collective handles.
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::u8:
+    case DType::i8:
+      return 1;
+    case DType::u16:
+    case DType::i16:
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::u32:
+    case DType::i32:
+    case DType::f32:
+      return 4;
+    case DType::u64:
+    case DType::i64:
+    case DType::f64:
+      return 8;
+  }
+  return 0;  // not a DType: unreachable from a valid enum value
+}
 std::string_view dtype_name(DType t);                     // "u8", ..., "bf16", "f32"
 std::optional<DType> parse_dtype(std::string_view name);  // accepts the names above
 bool is_floating(DType t);

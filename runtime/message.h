@@ -94,11 +94,15 @@ class Payload {
   }
   static Payload phantom(std::size_t size) {
     Payload p;
-    if (size > 0) {
-      p.kind_ = Kind::phantom;
-      p.size_ = size;
-    }
+    p.set_phantom(size);
     return p;
+  }
+  // Makes a fresh (default) payload phantom(size) in place.
+  void set_phantom(std::size_t size) {
+    if (size > 0) {
+      kind_ = Kind::phantom;
+      size_ = size;
+    }
   }
   // Only for a Transport that takes borrowed payloads (Transport::min_borrowed_bytes): the bytes
   // must stay put and unchanged until the loan comes back.

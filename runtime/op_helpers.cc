@@ -23,7 +23,9 @@ Message collective_message(const std::string& name, std::size_t chunk, std::uint
   return m;
 }
 
-std::optional<std::string> payload_mismatch(const Payload& payload, ConstBufferView dst) {
+namespace detail {
+
+std::optional<std::string> describe_payload_mismatch(const Payload& payload, ConstBufferView dst) {
   if (payload.size() != dst.size_bytes()) {
     return fmt::format("expected {} bytes, got {}", dst.size_bytes(), payload.size());
   }
@@ -33,6 +35,8 @@ std::optional<std::string> payload_mismatch(const Payload& payload, ConstBufferV
   if (payload.failed()) return payload.error();
   return std::nullopt;
 }
+
+}  // namespace detail
 
 namespace {
 
@@ -64,14 +68,11 @@ std::optional<std::string> fold_remote(PayloadSource& source, std::size_t size, 
   return std::nullopt;
 }
 
-bool nothing_to_do(BufferView dst, const Payload& payload) {
-  return dst.is_phantom() || payload.is_phantom() || payload.size() == 0;
-}
-
 }  // namespace
 
-std::optional<std::string> copy_payload(BufferView dst, const Payload& payload) {
-  if (nothing_to_do(dst, payload)) return std::nullopt;
+namespace detail {
+
+std::optional<std::string> copy_payload_bytes(BufferView dst, const Payload& payload) {
   if (payload.failed()) return payload.error();
   if (PayloadSource* source = payload.source()) {
     if (!source->read(0, dst.data(), payload.size()) || !source->verify()) {
@@ -83,8 +84,8 @@ std::optional<std::string> copy_payload(BufferView dst, const Payload& payload) 
   return std::nullopt;
 }
 
-std::optional<std::string> reduce_payload(BufferView dst, const Payload& payload, ReduceOp op) {
-  if (nothing_to_do(dst, payload)) return std::nullopt;
+std::optional<std::string> reduce_payload_bytes(BufferView dst, const Payload& payload,
+                                                ReduceOp op) {
   if (payload.failed()) return payload.error();
   if (PayloadSource* source = payload.source()) {
     const std::size_t elem = dst.elem_size();
@@ -97,9 +98,8 @@ std::optional<std::string> reduce_payload(BufferView dst, const Payload& payload
   return std::nullopt;
 }
 
-std::optional<std::string> reduce_payload_to(BufferView dst, ConstBufferView a,
-                                             const Payload& payload, ReduceOp op) {
-  if (nothing_to_do(dst, payload)) return std::nullopt;
+std::optional<std::string> reduce_payload_bytes_to(BufferView dst, ConstBufferView a,
+                                                   const Payload& payload, ReduceOp op) {
   if (payload.failed()) return payload.error();
   if (PayloadSource* source = payload.source()) {
     const std::size_t elem = dst.elem_size();
@@ -111,6 +111,8 @@ std::optional<std::string> reduce_payload_to(BufferView dst, ConstBufferView a,
   reduce_to(dst.data(), a.data(), payload.data(), dst.count(), dst.dtype(), op);
   return std::nullopt;
 }
+
+}  // namespace detail
 
 void copy_view(BufferView dst, ConstBufferView src) {
   if (dst.is_phantom() || src.is_phantom() || dst.size_bytes() == 0 || dst.data() == src.data()) {
