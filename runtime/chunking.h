@@ -2,7 +2,6 @@
 #pragma once
 
 #include <algorithm>
-
 #include <cstddef>
 #include <vector>
 

@@ -1,7 +1,5 @@
 #include "runtime/dtype.h"
 
-#include <cstdlib>
-
 namespace kf {
 
 std::string_view dtype_name(DType t) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -35,7 +36,7 @@ constexpr std::size_t dtype_size(DType t) {
     case DType::f64:
       return 8;
   }
-  return 0;  // not a DType: unreachable from a valid enum value
+  std::abort();  // not a DType
 }
 std::string_view dtype_name(DType t);                     // "u8", ..., "bf16", "f32"
 std::optional<DType> parse_dtype(std::string_view name);  // accepts the names above
