@@ -3,14 +3,21 @@
 #
 #   artifact/fidelity.sh [--quick] [--out DIR] [--build DIR] [--reps N] [--jobs N]
 #                        [--parts real,sim,report] [--set KEY=VALUE ...] [--tcp NAME]
+#                        [--host-queue fair|fifo]
 #
-# real:   4 network namespaces on a Linux bridge (tests/netns_lib.sh), each veth tbf-limited to
-#         1 Gbit/s each way, MTU 1500; one kfrun + `kfbench allreduce --json` per namespace, sizes
-#         1, 4, 16, 64 MiB (--quick: 1 and 16) over STAR, BINARY_TREE_STAR and RING_RS_AG, without
-#         and with contention (a 2-stream iperf3 flood from worker 0's namespace to a 5th,
-#         "outside" one). Each cell is kfbench's median iteration; with --reps N > 1 the median of N
-#         runs. Worker 0's TCP sockets are sampled every 100 ms (`ss -tinm`, real/*.ss.gz).
-#         Skips (exit 77) where namespaces cannot be made; always removes what it made.
+# real:   4 network namespaces on a Linux bridge (tests/netns_lib.sh), every link shaped to
+#         1 Gbit/s each way (a 256 KiB token bucket), MTU 1500; one kfrun + `kfbench allreduce
+#         --json` per namespace, sizes 1, 4, 16, 64 MiB (--quick: 1 and 16) over STAR,
+#         BINARY_TREE_STAR and RING_RS_AG, without and with contention (2 greedy iperf3 streams
+#         from worker 0's namespace to a 5th, "outside" one). Each cell is kfbench's median
+#         iteration; with --reps N > 1 the median of N runs. Worker 0's TCP sockets are sampled
+#         every 100 ms (`ss -tinm`, real/*.ss.gz). Skips (exit 77) where namespaces cannot be
+#         made; always removes what it made.
+#         A host's own egress (--host-queue): `fair` (default) is what a NIC under Linux's default
+#         qdisc (fq_codel) gives: each connection its own queue, served in turn, under the
+#         shaper (htb with one class per flow); `fifo` is tbf's one FIFO, where TCP small queues
+#         share the link in proportion to each socket's pacing rate (artifact/README.md). The
+#         bridge ports, the switch, keep tbf's drop-tail FIFO in both.
 # sim:    the same in kfsim, ns3 and flow worlds (artifact/scenarios/fidelity.yaml: one allreduce of
 #         the size per step, no compute; the contended runs add a 2-flow contention event from w0
 #         to outside); a cell is the median over steps of the slowest rank's allreduce time.
@@ -41,6 +48,7 @@ JOBS=2
 PARTS="real,sim,report"
 SETS=()
 TCP=cubic
+HOST_QUEUE=fair
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -51,11 +59,16 @@ while (($#)); do
     --parts) (($# >= 2)) || usage; PARTS="$2"; shift ;;
     --set) (($# >= 2)) || usage; SETS+=(--set "$2"); shift ;;
     --tcp) (($# >= 2)) || usage; TCP="$2"; shift ;;
+    --host-queue) (($# >= 2)) || usage; HOST_QUEUE="$2"; shift ;;
     -h | --help) usage ;;
     *) echo "fidelity.sh: unknown argument '$1'" >&2; usage ;;
   esac
   shift
 done
+case "$HOST_QUEUE" in
+  fair | fifo) ;;
+  *) echo "fidelity.sh: --host-queue '$HOST_QUEUE': not fair or fifo" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 BUILD="$(cd "$BUILD" 2>/dev/null && pwd)" || { echo "fidelity.sh: no build at $BUILD" >&2; exit 1; }
@@ -95,8 +108,54 @@ real_part() {
       sleep 0.1
     done
   }
+  # --host-queue fair: a host's egress as a NIC under a per-flow fair qdisc (Linux's default
+  # fq_codel; this kernel may lack it, but has htb and u32). The shaper is htb's root class (the
+  # same 1 Gbit/s and 256 KiB bucket as tbf), with one leaf per flow that leaves the host: the
+  # job's connection to each host (to its port), the ACKs of each host's connection to this one
+  # (from our port), each flood stream (to its iperf3 server); anything else in a default leaf.
+  # Every leaf has the same rate and quantum, so htb serves the busy ones in turn (DRR), as
+  # fq_codel would. ns-3's host_qdisc: tsq and the flow world's lossless host queues model this.
+  # The quantum must exceed the largest packet, a 64 KB GSO one with its headers: htb sends a
+  # leaf's packet before it looks at the leaf's deficit, so with a smaller quantum it serves
+  # packets in turn, not bytes, and a socket paced fast enough to build 64 KB packets takes
+  # several times the share of one building small ones (measured: one flood stream at 580-700
+  # Mbit/s, the other and the job's connections at 73, their guaranteed share).
+  fair_host_queue() {  # namespace
+    local ns="$1" h classes=(20 31 32) c
+    for h in $(seq 1 "$N"); do classes+=($((40 + h)) $((60 + h))); done
+    {
+      echo "qdisc replace dev eth0 root handle 1: htb default 20"
+      echo "class add dev eth0 parent 1: classid 1:1 htb rate $RATE ceil $RATE burst 256kb" \
+        "cburst 256kb quantum 60000"
+      for c in "${classes[@]}"; do
+        # Guaranteed rates summing to at most the link's; the rest lent by quantum, in turn.
+        echo "class add dev eth0 parent 1:1 classid 1:$c htb" \
+          "rate $((RATE_MBIT / ${#classes[@]}))mbit ceil $RATE burst 256kb cburst 256kb" \
+          "quantum 100000"
+        echo "qdisc add dev eth0 parent 1:$c pfifo limit 10000"
+      done
+      local port
+      for port in "${FLOOD_PORTS[@]}"; do
+        echo "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport $port 0xffff" \
+          "flowid 1:$((31 + port - FLOOD_PORTS[0]))"
+      done
+      for h in $(seq 1 "$N"); do
+        echo "filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst $SUBNET.$h/32" \
+          "match ip dport $PORT 0xffff flowid 1:$((40 + h))"
+        echo "filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst $SUBNET.$h/32" \
+          "match ip sport $PORT 0xffff flowid 1:$((60 + h))"
+      done
+    } >"$WORK/tc.$ns"
+    tc -n "$ns" -batch "$WORK/tc.$ns" >"$WORK/tc.$ns.log" 2>&1 ||
+      skip "--host-queue fair needs tc's htb qdisc and u32 filter ($(grep -m1 -i error \
+        "$WORK/tc.$ns.log")); --host-queue fifo runs without them"
+  }
   TAG="kffid$$"
   WORK="$(mktemp -d)"
+  RATE=1gbit
+  RATE_MBIT=1000
+  PORT=10000  # kfrun -port-range 10000-10010: each namespace's one worker
+  FLOOD_PORTS=(5201 5202)  # one iperf3 server per flood stream, so each is a flow of its own
   SUBNET=10.79.0
   MTU=1500
   source "$ROOT/tests/netns_lib.sh"
@@ -109,8 +168,12 @@ real_part() {
   }
   trap real_cleanup EXIT INT TERM
   command -v iperf3 >/dev/null || skip "iperf3 is not installed (the contention flood)"
-  netns_setup 1gbit
+  netns_setup "$RATE"
   local ns
+  if [[ "$HOST_QUEUE" == fair ]]; then
+    for ns in $(seq 0 $((N - 1))); do fair_host_queue "${TAG}n$ns"; done
+  fi
+  echo "$HOST_QUEUE" >"$WORK/host_queue"
   if [[ "$TCP" != system && " $ALLOWED_BEFORE " != *" $TCP "* ]]; then
     echo "$ALLOWED_BEFORE $TCP" >"$ALLOWED_CC" 2>/dev/null
   fi
@@ -125,19 +188,26 @@ real_part() {
   ip netns exec "${TAG}n0" sysctl -n net.ipv4.tcp_congestion_control >"$WORK/tcp"
   local hosts="" outside="$SUBNET.$N"
   for i in $(seq 0 $((WORKERS - 1))); do hosts="${hosts:+$hosts,}$SUBNET.$((i + 1)):1"; done
-  ip netns exec "${TAG}n$WORKERS" iperf3 -s -D --logfile "$WORK/iperf-server.log" ||
-    skip "iperf3 -s failed"
+  local port
+  for port in "${FLOOD_PORTS[@]}"; do
+    ip netns exec "${TAG}n$WORKERS" iperf3 -s -D -p "$port" --logfile "$WORK/iperf-server.log" ||
+      skip "iperf3 -s failed"
+  done
   mkdir -p "$OUT/real"
   rm -f "$OUT"/real/*.json "$OUT"/real/*.tc "$OUT"/real/*.ss.gz
   cp "$WORK/tcp" "$OUT/real/tcp.txt"  # the report names the congestion control the runs used
+  cp "$WORK/host_queue" "$OUT/real/host_queue.txt"  # and the hosts' egress queue
   local rep strategy cont
   for rep in $(seq 1 "$REPS"); do
     for cont in 0 1; do
       for strategy in "${STRATEGIES[@]}"; do
-        local flood="" pids=() status=0
+        local floods=() pids=() status=0
         if ((cont)); then
-          ip netns exec "${TAG}n0" iperf3 -c "$outside" -P 2 -t 900 >"$WORK/iperf.log" 2>&1 &
-          flood=$!
+          for port in "${FLOOD_PORTS[@]}"; do
+            ip netns exec "${TAG}n0" iperf3 -c "$outside" -p "$port" -t 900 \
+              >"$WORK/iperf.$port.log" 2>&1 &
+            floods+=($!)
+          done
           sleep 2  # the flood at full rate before the workers start
         fi
         echo "real: $strategy, contention $cont, run $rep/$REPS (load $(cut -d' ' -f1 /proc/loadavg))"
@@ -155,12 +225,15 @@ real_part() {
         kill "$sampler" 2>/dev/null
         wait "$sampler" 2>/dev/null
         gzip -f "$cell.ss"
-        if [[ -n "$flood" ]]; then
-          kill -INT "$flood" 2>/dev/null
-          wait "$flood" 2>/dev/null
-          grep -q "receiver" "$WORK/iperf.log" ||
-            echo "  warning: iperf3 reported no result: $(tail -2 "$WORK/iperf.log" | tr '\n' ' ')"
-          sleep 1  # the server ready for the next flood
+        if ((${#floods[@]})); then
+          kill -INT "${floods[@]}" 2>/dev/null
+          wait "${floods[@]}" 2>/dev/null
+          for port in "${FLOOD_PORTS[@]}"; do
+            grep -q "receiver" "$WORK/iperf.$port.log" ||
+              echo "  warning: iperf3 to port $port reported no result:" \
+                "$(tail -2 "$WORK/iperf.$port.log" | tr '\n' ' ')"
+          done
+          sleep 1  # the servers ready for the next flood
         fi
         if ((status != 0)); then
           for i in $(seq 0 $((WORKERS - 1))); do echo "--- host $i:"; cat "$WORK/out$i"; done
@@ -168,9 +241,13 @@ real_part() {
           return 1
         fi
         grep -o '{.*}' "$WORK/out0" | tail -1 >"$cell.json"
-        # Worker 0's two tbf queues (its egress; the bridge port into it): sent, dropped, backlog.
-        { tc -s -n "${TAG}n0" qdisc show dev eth0; tc -s -n "${TAG}br" qdisc show dev "${TAG}p0"; } \
-          >"$cell.tc" 2>&1
+        # Worker 0's egress queue and the bridge port into it: sent, dropped, backlog (fair: and
+        # what each flow's class sent).
+        {
+          tc -s -n "${TAG}n0" qdisc show dev eth0
+          tc -s -n "${TAG}br" qdisc show dev "${TAG}p0"
+          if [[ "$HOST_QUEUE" == fair ]]; then tc -s -n "${TAG}n0" class show dev eth0; fi
+        } >"$cell.tc" 2>&1
       done
     done
   done
@@ -236,7 +313,8 @@ sim_part() {
 
 status=0
 if has_part real; then
-  echo "== real: 4 namespaces, 1 Gbit/s tbf, MTU 1500, TCP $TCP; sizes ${SIZES[*]}; $REPS run(s) each"
+  echo "== real: 4 namespaces, 1 Gbit/s links, host queue $HOST_QUEUE, MTU 1500, TCP $TCP;" \
+    "sizes ${SIZES[*]}; $REPS run(s) each"
   t0=$SECONDS
   real_part || exit 1
   echo "real part: $((SECONDS - t0)) s"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # artifact/fidelity.sh's real part at --quick (4 namespaces, 1 and 16 MiB, 3 strategies, with and
 # without the iperf3 flood, one run each): it records every cell (kfbench's times and worker 0's
-# sockets, sampled by ss) and the congestion control the namespaces ran, and leaves the host's
+# sockets, sampled by ss), the congestion control the namespaces ran and their host queue (fair:
+# each flood stream through a class of its own; fifo: tbf alone, also run), and leaves the host's
 # list of allowed congestion controls as it found it, also when `--tcp` names one the kernel does
-# not have (exit 1, naming --tcp). Skips (exit 77) where namespaces or iperf3 are not available.
+# not have (exit 1, naming --tcp); an unknown --host-queue is refused (exit 2, naming it). Skips
+# (exit 77) where namespaces or iperf3 are not available.
 #   fidelity_real_test.sh BUILD_DIR
 set -uo pipefail
 BUILD="$1"
@@ -21,6 +23,13 @@ rc=$?
 [[ $rc -eq 0 ]] || { cat "$WORK/good.log"; fail "fidelity.sh --parts real exited $rc"; }
 [[ "$(cat "$ALLOWED")" == "$before" ]] || fail "allowed congestion controls now '$(cat "$ALLOWED")', were '$before'"
 [[ "$(cat "$WORK/good/real/tcp.txt")" == cubic ]] || fail "real/tcp.txt: '$(cat "$WORK/good/real/tcp.txt")', not cubic"
+[[ "$(cat "$WORK/good/real/host_queue.txt")" == fair ]] || fail "real/host_queue.txt is not 'fair'"
+# Worker 0's egress after the last contended cell: each flood stream went through its own class.
+for class in 1:31 1:32; do
+  sent=$(awk -v c="$class" '$1 == "class" && $3 == c { getline; print $2 }' \
+    "$WORK/good/real/RING_RS_AG_c1_r1.tc")
+  [[ "${sent:-0}" -gt 100000000 ]] || fail "flood class $class sent '${sent}' bytes"
+done
 for s in STAR BINARY_TREE_STAR RING_RS_AG; do
   for c in 0 1; do
     f="$WORK/good/real/${s}_c${c}_r1.json"
@@ -35,7 +44,11 @@ PY
     ss="$WORK/good/real/${s}_c${c}_r1.ss.gz"
     samples="$(zcat "$ss")" || fail "$ss: not readable"
     [[ $(grep -c '^T ' <<<"$samples") -ge 3 ]] || fail "$ss: fewer than 3 samples"
-    if ((c)); then grep -qE ':5201( |$)' <<<"$samples" || fail "$ss: no iperf3 socket sampled"; fi
+    if ((c)); then
+      for port in 5201 5202; do
+        grep -qE ":$port( |\$)" <<<"$samples" || fail "$ss: no iperf3 socket to $port sampled"
+      done
+    fi
   done
 done
 PYTHONPATH="$ROOT/analysis" /usr/bin/python3 - "$WORK/good" <<'PY' || fail "kfplot.fidelity.load_sockets"
@@ -49,9 +62,22 @@ for s in fidelity.STRATEGIES:
 PY
 
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
+  --out "$WORK/fifo" --host-queue fifo >"$WORK/fifo.log" 2>&1 || { cat "$WORK/fifo.log"; fail "--host-queue fifo"; }
+[[ "$(cat "$WORK/fifo/real/host_queue.txt")" == fifo ]] || fail "fifo: real/host_queue.txt is not 'fifo'"
+grep -q "^qdisc tbf" "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" || fail "fifo: worker 0's egress is not tbf"
+grep -q "^class htb" "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" && fail "fifo: classes at worker 0's egress"
+
+bash "$ROOT/artifact/fidelity.sh" --quick --parts real --build "$BUILD" --out "$WORK/bad" \
+  --host-queue shared >"$WORK/bad.log" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] || { cat "$WORK/bad.log"; fail "--host-queue shared exited $rc, not 2"; }
+grep -q -- "--host-queue 'shared'" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --host-queue"; }
+
+bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
   --out "$WORK/bad" --tcp no-such-cc >"$WORK/bad.log" 2>&1
 rc=$?
 [[ $rc -eq 1 ]] || { cat "$WORK/bad.log"; fail "--tcp no-such-cc exited $rc, not 1"; }
 grep -q -- "--tcp no-such-cc" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --tcp"; }
 [[ "$(cat "$ALLOWED")" == "$before" ]] || fail "after a failed run the allowed list is '$(cat "$ALLOWED")'"
-echo "PASS: 6 real cells on cubic, worker 0's sockets sampled; the host's allowed list restored; a bad --tcp refused"
+echo "PASS: 6 real cells on cubic with fair host queues and 6 with fifo ones, worker 0's sockets sampled;" \
+  "the host's allowed list restored; a bad --tcp and a bad --host-queue refused"

@@ -93,7 +93,7 @@ def load_real(out: Path) -> dict[tuple[str, int, bool], float]:
 
 
 JOB_PORTS = range(10000, 10011)  # fidelity.sh's kfrun -port-range
-FLOOD_PORT = 5201  # iperf3
+FLOOD_PORTS = (5201, 5202)  # iperf3: one server per flood stream
 
 
 @dataclass
@@ -129,7 +129,7 @@ def parse_ss(text: str, path: Path | str = "ss") -> dict[str, list[dict[str, flo
         m = _SS_HEAD.match(line)
         if m:
             ports = (int(m.group(2)), int(m.group(4)))
-            cls = ("flood" if FLOOD_PORT in ports else
+            cls = ("flood" if any(p in FLOOD_PORTS for p in ports) else
                    "job" if any(p in JOB_PORTS for p in ports) else None)
             head = (cls, f"{m.group(1)}:{ports[0]}-{m.group(3)}:{ports[1]}") if cls else None
             continue
@@ -219,9 +219,9 @@ def sockets_md(stats: dict[tuple[str, bool, str], SocketStats]) -> list[str]:
              "runs); ns-3: kfsim's `tcp.csv` (`tcp_samples: 100ms`, all sizes). Medians over the "
              "samples where a sender had data outstanding: job = the collective's connections, "
              "flood = the 2 contention streams (iperf3's on the real side). In qdisc: the "
-             "socket's bytes in worker 0's tbf, what TCP small queues let it keep there (about a "
-             "millisecond of its pacing rate, at least two 64 KB GSO packets of 65,992 B "
-             "truesize); ns-3 has no such limit. ssthresh: where slow start ended.", "",
+             "socket's bytes in worker 0's egress qdisc, what TCP small queues let it keep "
+             "there (about a millisecond of its pacing rate, at least two 64 KB GSO packets of "
+             "65,992 B truesize); ns-3 has no such limit. ssthresh: where slow start ended.", "",
              "| strategy | contention | world | senders | samples | in qdisc (KB) | cwnd "
              "(segments) | ssthresh | srtt (ms) | pacing (Mbit/s) | delivery (Mbit/s) |",
              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -328,24 +328,38 @@ def _label(c: Cell) -> str:
     return f"{c.strategy} {size_name(c.size)} {'contended' if c.contention else 'quiet'}"
 
 
+# What fidelity.sh --host-queue put at each real host's egress (real/host_queue.txt).
+HOST_QUEUES = {
+    "fair": "a per-flow fair queue under the shaper (htb, one class per flow, served in turn: "
+            "what Linux's default qdisc, fq_codel, gives a NIC)",
+    "fifo": "tbf's one FIFO, shared by TCP small queues in proportion to each socket's pacing "
+            "rate",
+}
+
+
 def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[float],
              tcp: Optional[str] = None,
-             sockets: Optional[dict[tuple[str, bool, str], SocketStats]] = None) -> dict:
+             sockets: Optional[dict[tuple[str, bool, str], SocketStats]] = None,
+             host_queue: Optional[str] = None) -> dict:
     s = summary(cells, target)
     ms = lambda v: "-" if v is None else f"{v / 1000:.1f}"  # noqa: E731
     pct = lambda v: "-" if v is None else f"{v:+.1f}%"  # noqa: E731
     lines = [
         "# Fidelity: real namespace cluster vs ns-3 vs flow world",
         "",
-        "4 hosts (network namespaces on a Linux bridge, every veth tbf-limited to 1 Gbit/s each "
-        "way, MTU 1500), one kfbench worker each, allreduce of one f32 tensor; contended: a "
-        "2-stream iperf3 flood from worker 0's namespace to a 5th one. Simulated: "
+        "4 hosts (network namespaces on a Linux bridge, every link shaped to 1 Gbit/s each way "
+        "by a 256 KiB token bucket, MTU 1500), one kfbench worker each, allreduce of one f32 "
+        "tensor; contended: 2 greedy iperf3 streams from worker 0's namespace to a 5th one. "
+        "The bridge ports (the switch) queue in tbf's drop-tail FIFO; a host's own egress: " +
+        (HOST_QUEUES.get(host_queue, f"'{host_queue}'") if host_queue else "not recorded") +
+        ". Simulated: "
         "`artifact/scenarios/fidelity.yaml` (the same star, 1 Gbps, MTU 1500, queues of the tbf "
         "backlog; each link a 256 KiB token bucket over a 40 Gbps wire, as tbf makes it), one "
         "allreduce per step, no compute; contended: 2 greedy flows w0 -> outside. "
         "Times in ms: real = kfbench's median iteration (slowest rank), sim = median step's "
         "slowest-rank allreduce time. Error = (sim - real) / real." +
-        (f" Real TCP: {tcp} (ns-3 runs CUBIC)." if tcp else ""),
+        (f" Real TCP: {tcp} (ns-3 runs CUBIC)." if tcp else "") +
+        (f" Host queue: {host_queue}." if host_queue else ""),
         "",
         f"| strategy | size | contention | real (ms) | ns-3 (ms) | flow (ms) | ns-3 err | flow err "
         f"| ns-3 within {target:g}% |",
@@ -394,60 +408,57 @@ def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[fl
 # What each world leaves out of this setting (artifact/README.md, Fidelity, has the measurements).
 DISCUSSION = """## What the worlds leave out
 
+- **Host queues.** ns-3's `host_qdisc: tsq` (and the flow world's lossless host queues) model a
+  Linux host: TCP small queues keep each socket's backlog in the socket, and the NIC's qdisc
+  serves the host's flows in turn. `fidelity.sh --host-queue fair` (the default) gives the real
+  hosts that queue: htb's root class is the shaper (1 Gbit/s, a 256 KiB bucket, as tbf), with
+  one leaf per flow leaving the host, each with the same rate and quantum (Linux's default qdisc,
+  fq_codel, does the same; this kernel has none of fq_codel, fq, sfq or drr). htb sends a leaf's
+  packet before it looks at the leaf's deficit, so its quantum must exceed a 64 KB GSO packet:
+  with 1514 B it served packets in turn, and a socket paced fast enough to build 64 KB packets
+  took 580-700 Mbit/s while the other flood stream and the job's connections got 73 each (their
+  guaranteed share). With fair host queues both worlds are within 10% of real in every cell
+  (2026-11-25).
+- **TCP small queues over one FIFO** (`--host-queue fifo`: tbf alone at the host). Each socket
+  may keep about a millisecond of its pacing rate in the qdisc (at least two 64 KB GSO packets),
+  so the tbf never drops (`real/*.tc`) and the sockets share its one FIFO in proportion to what
+  each keeps there, which follows its pacing rate (1.2 cwnd / srtt out of slow start): a socket
+  paced above two packets' truesize per 1.024 ms (1.08 Gbit/s) keeps three. A probe of the
+  contended ring at 1 MiB (`ss` every 10 ms) found the ring's connection at cwnd 329, 1.2 Gbit/s,
+  three packets in the tbf, and each flood stream at cwnd 259, 0.93 Gbit/s, two: the ring got
+  409 Mbit/s against 317 per stream, where turns give a third (real 28.4 ms, ns-3 39.4). CUBIC
+  keeps growing the real flood's window behind TSQ, so its allowance grows with its age: in the
+  STAR cells, whose long iterations come last, the flood streams reached cwnd 3104, 2.3 Gbit/s
+  and five packets against two for each of the root's connections. Against a FIFO host ns-3 is
+  within 10% in 17 of 24 cells (RING_RS_AG contended +15..+38%, STAR contended at 16-64 MiB -10
+  and -15%, STAR quiet at 4 MiB -19%). TSQ itself in ns-3's sockets over a FIFO (git branch
+  `experiment/tsq-fifo`, not merged) got the real RTT but not the share: its ring left slow
+  start at 75 segments, kept two packets like the flood and got a third.
 - **Token-bucket bursts.** A tbf link with `burst 256kb` is a token bucket over a veth that moves
   packets at memory speed, so after an idle spell (a STAR root's egress idles while it collects,
   its ingress while it broadcasts) a full bucket leaves at once. ns-3 models the links that way
   (`burst: 256KiB, line_rate: 40Gbps` in fidelity.yaml: a TBF queue disc at each end over a
   40 Gbps wire; a bare veth pair carries 45 Gbit/s here), and so does the flow world (a fluid
   bucket per link direction); on plain 1 Gbps wires both were 15-27% slow on STAR and
-  BINARY_TREE_STAR at 1 MiB. Smaller real buckets (32 KiB, 64 KiB) cut the
-  real throughput 2-3x (tbf then splits the 64 KB GSO packets and waits on its timer), and so did
-  a second bucket one 64 KB packet deep at a peak rate of 1.05 Gbit/s (the real RING_RS_AG at
-  64 MiB took 1310 ms instead of 843), so the emulation keeps 256 KiB.
-- **Even sharing.** Both simulated worlds share the root's link evenly among the three copies of a
-  broadcast (max-min in the flow world; equal windows in ns-3), so every worker finishes together
-  and consecutive iterations cannot overlap; real TCP flows through one tbf do not finish together,
-  and the first worker served starts its next contribution while the root still serves the others.
-- **TCP small queues over one FIFO.** Linux keeps a sender's backlog in its socket and lets each
-  socket keep only about a millisecond of its pacing rate in the qdisc (at least two 64 KB GSO
-  packets), so worker 0's tbf never drops (`real/*.tc`) and a host's own queue stays short (real
-  srtt 3-15 ms in the table above, but for STAR quiet, whose three senders fill the bridge port
-  into the root). The sockets share the tbf's one FIFO in proportion to what each
-  may keep there, and that follows each one's pacing rate (1.2 cwnd / srtt out of slow start): a
-  socket whose rate passes two packets' truesize per 1.024 ms (1.08 Gbit/s) keeps three. A
-  probe of the contended ring at 1 MiB (`ss` every 10 ms) found the ring's connection at cwnd
-  329 (ssthresh 329), 1.2 Gbit/s, three packets in the tbf, and each flood stream at cwnd 259
-  (ssthresh 112), 0.93 Gbit/s, two: the ring got 409 Mbit/s against 317 per stream, 39% of the
-  link where turns give 33% (28.4 ms contended against 13.2 quiet). ns-3 has no
-  TSQ; `host_qdisc: tsq` stands in with a lossless per-flow fair queue, which serves a host's
-  sockets strictly in turn (the ring gets a third: 39.4 ms) and lets their windows grow into the
-  host's queue (ns-3 srtt 40-160 ms in the table). TSQ itself in ns-3's sockets over a FIFO
-  (git branch `experiment/tsq-fifo`: Linux's limit from the pacing rate in whole GSO packets, no
-  cwnd growth unless cwnd-limited, microsecond RTT samples and Linux's HyStart) brought the RTT
-  to the real one (3.9 ms) but not the share: its ring left slow start at 75 segments and
-  settled at cwnd 150, kept two packets like the flood and got a third (39.2 ms); what takes the
-  real ring's slow start to 329 was not found. A per-flow fair queue under the real hosts'
-  shapers instead (Linux's default fq_codel) cannot be tried on the development machine: its
-  kernel has no fq_codel, fq, sfq, drr or prio qdisc (only pfifo, bfifo, pfifo_fast, htb, tbf).
-- **The flood's age.** CUBIC keeps growing the real flood's window while TSQ keeps it from
-  filling the queue, and its pacing rate, and so its allowance in the tbf, grow with it: in the
-  STAR cells, whose long 16-64 MiB iterations come last, the flood streams reached cwnd 3104,
-  2.3 Gbit/s and five packets (330 KB) in the tbf against two (132 KB) for each of the root's
-  connections. That is why both simulated worlds, whose flood starts with each run and shares
-  by turns, are 13-21% faster than real STAR contended at 4-64 MiB. The simulated flood is as old
-  as the run; the real one is 2 s older than kfbench, whose sizes run one after another.
+  BINARY_TREE_STAR at 1 MiB. Smaller real buckets (32 KiB, 64 KiB) cut the real throughput 2-3x
+  (tbf then splits the 64 KB GSO packets and waits on its timer), so the emulation keeps 256 KiB.
+- **Incast at a switch port.** A STAR root gathers through the bridge port into it, a drop-tail
+  FIFO that its three senders' windows fill (real srtt about 75 ms in STAR quiet). Both
+  simulated worlds gather at the lower bound at 4 MiB (128 ms: the gather, then one chunk's
+  broadcast); the real cluster takes 137-148 ms over three runs (142-167 with FIFO host queues),
+  its noisiest cell. Not traced further.
 - **Slow start in ns-3.** ns-3's CUBIC leaves slow start at 16-17 segments here (ssthresh 17 in
   the table where no loss set it later; Linux: 112-493): its HyStart packet-train test compares
   an ACK train with the minimum RTT, which it measures from the timestamp option in whole
   milliseconds (0 ms, taken as 1 us, on these paths). Linux's HyStart on microsecond samples
-  (git branch `experiment/tsq-fifo`, `KF_LINUX_HS=1`) left these cells unchanged. The windows then grow in congestion avoidance, and the
-  lossless host queue lets them.
+  (branch `experiment/tsq-fifo`) left these cells unchanged. The windows then grow in congestion
+  avoidance, and the lossless host queue lets them.
 - **Congestion control.** ns-3 runs CUBIC and `fidelity.sh` pins the real namespaces to it
   (`--tcp`, recorded in `real/tcp.txt`). Under BBR, this machine's kernel default, the real
-  contended cells are up to 62% slower (BBR's paced flood takes a larger share of worker 0's
-  link) and the quiet ones within about 14%.
-- **No slow start, no losses** in the flow world: it is optimistic where several flows converge
-  (BINARY_TREE_STAR, STAR at 16-64 MiB)."""
+  contended cells were up to 62% slower with FIFO host queues (BBR's paced flood takes a larger
+  share of worker 0's link) and the quiet ones within about 14%.
+- **The flow world** has the same windows (slow start, HyStart, losses where a switch port
+  overflows) without retransmission timeouts."""
 
 
 def _opt(v: Optional[float]) -> str:
@@ -518,7 +529,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_csv(cells, a.out / "fidelity.csv")
     tcp_file = a.out / "real" / "tcp.txt"  # the congestion control the real runs used
     tcp = tcp_file.read_text().strip() if tcp_file.exists() else None
-    s = write_md(cells, a.out / "fidelity.md", a.target, a.wall, tcp, sockets)
+    queue_file = a.out / "real" / "host_queue.txt"  # fidelity.sh --host-queue
+    host_queue = queue_file.read_text().strip() if queue_file.exists() else None
+    s = write_md(cells, a.out / "fidelity.md", a.target, a.wall, tcp, sockets, host_queue)
     plot(cells, a.out / "fidelity", a.target)
     print((a.out / "fidelity.md").read_text())
     missing = [c for c in cells if c.real_us is None or c.ns3_us is None or c.flow_us is None]

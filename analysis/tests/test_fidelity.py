@@ -54,12 +54,13 @@ def fake_out(d: Path, sizes=(MiB, 16 * MiB)) -> Path:
 
 
 # Two samples of worker 0 as `ss -tinmH` prints it under contention: a ring connection keeping
-# three 64 KB GSO packets in the tbf and an iperf3 stream keeping two (measured), a receiving-only
-# connection and iperf3's idle control connection (both left out), and a socket of neither class.
+# three 64 KB GSO packets in the tbf and an iperf3 stream keeping two (measured; to the second
+# server, port 5202), a receiving-only connection and iperf3's idle control connection (both left
+# out), and a socket of neither class.
 SS_SAMPLE = """T 1795363963.396909905
 ESTAB 0 0 10.78.0.1:49652 10.78.0.5:5201
 \t skmem:(r0,rb131072,t0,tb46080,f0,w0,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:0.066/0.042 mss:1448 cwnd:10 bytes_sent:166 send 1755151515bps pacing_rate 3490470808bps delivery_rate 1782153840bps app_limited
-ESTAB 0 912240 10.78.0.1:49668 10.78.0.5:5201
+ESTAB 0 912240 10.78.0.1:49668 10.78.0.5:5202
 \t skmem:(r0,rb131072,t131984,tb1193472,f1808,w923888,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:3.995/0.298 mss:1448 cwnd:259 ssthresh:112 bytes_sent:161520845 pacing_rate 901090520bps delivery_rate 272671632bps unacked:90 notsent:781920
 ESTAB 0 740130 10.78.0.1:59262 10.78.0.2:10000
 \t skmem:(r0,rb131072,t197976,tb1516032,f3550,w750114,o0,bl0,d0) cubic wscale:10,10 rto:204 rtt:3.813/0.007 mss:1448 cwnd:329 ssthresh:329 pacing_rate 1199138192bps delivery_rate 409382192bps unacked:135 notsent:544650
@@ -78,6 +79,7 @@ class FidelityTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = fake_out(Path(tmp))
             (out / "real" / "tcp.txt").write_text("cubic\n")
+            (out / "real" / "host_queue.txt").write_text("fair\n")
             with contextlib.redirect_stdout(io.StringIO()):
                 rc = fidelity.main([str(out), "--sizes", "1MiB,16MiB", "--wall", "12"])
             self.assertEqual(rc, 0)
@@ -90,6 +92,8 @@ class FidelityTest(unittest.TestCase):
             self.assertIn("ns-3: 12 of 12 cells within 10% of real (target met)", md)
             self.assertIn("flow: 0 of 12 cells within 10%", md)
             self.assertIn("Real TCP: cubic (ns-3 runs CUBIC).", md)
+            self.assertIn("Host queue: fair.", md)
+            self.assertIn("a host's own egress: a per-flow fair queue under the shaper", md)
             for ext in ("png", "pdf"):
                 self.assertGreater((out / f"fidelity.{ext}").stat().st_size, 1000)
 
