@@ -24,6 +24,7 @@ rc=$?
 [[ "$(cat "$ALLOWED")" == "$before" ]] || fail "allowed congestion controls now '$(cat "$ALLOWED")', were '$before'"
 [[ "$(cat "$WORK/good/real/tcp.txt")" == cubic ]] || fail "real/tcp.txt: '$(cat "$WORK/good/real/tcp.txt")', not cubic"
 [[ "$(cat "$WORK/good/real/host_queue.txt")" == fair ]] || fail "real/host_queue.txt is not 'fair'"
+head -1 "$WORK/good/real/RING_RS_AG_c1_r1.tc" | grep -q "^qdisc htb" || fail "fair: worker 0's egress is not htb"
 # Worker 0's egress after the last contended cell: each flood stream went through its own class.
 for class in 1:31 1:32; do
   sent=$(awk -v c="$class" '$1 == "class" && $3 == c { getline; print $2 }' \
@@ -64,7 +65,8 @@ PY
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
   --out "$WORK/fifo" --host-queue fifo >"$WORK/fifo.log" 2>&1 || { cat "$WORK/fifo.log"; fail "--host-queue fifo"; }
 [[ "$(cat "$WORK/fifo/real/host_queue.txt")" == fifo ]] || fail "fifo: real/host_queue.txt is not 'fifo'"
-grep -q "^qdisc tbf" "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" || fail "fifo: worker 0's egress is not tbf"
+# The .tc file starts with worker 0's egress qdisc (then the bridge port's, a tbf in both modes).
+head -1 "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" | grep -q "^qdisc tbf" || fail "fifo: worker 0's egress is not tbf"
 grep -q "^class htb" "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" && fail "fifo: classes at worker 0's egress"
 
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --build "$BUILD" --out "$WORK/bad" \
