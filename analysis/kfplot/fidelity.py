@@ -417,8 +417,7 @@ DISCUSSION = """## What the worlds leave out
   packet before it looks at the leaf's deficit, so its quantum must exceed a 64 KB GSO packet:
   with 1514 B it served packets in turn, and a socket paced fast enough to build 64 KB packets
   took 580-700 Mbit/s while the other flood stream and the job's connections got 73 each (their
-  guaranteed share). With fair host queues both worlds are within 10% of real in every cell
-  (2026-11-25).
+  guaranteed share).
 - **TCP small queues over one FIFO** (`--host-queue fifo`: tbf alone at the host). Each socket
   may keep about a millisecond of its pacing rate in the qdisc (at least two 64 KB GSO packets),
   so the tbf never drops (`real/*.tc`) and the sockets share its one FIFO in proportion to what
@@ -429,9 +428,9 @@ DISCUSSION = """## What the worlds leave out
   409 Mbit/s against 317 per stream, where turns give a third (real 28.4 ms, ns-3 39.4). CUBIC
   keeps growing the real flood's window behind TSQ, so its allowance grows with its age: in the
   STAR cells, whose long iterations come last, the flood streams reached cwnd 3104, 2.3 Gbit/s
-  and five packets against two for each of the root's connections. Against a FIFO host ns-3 is
-  within 10% in 17 of 24 cells (RING_RS_AG contended +15..+38%, STAR contended at 16-64 MiB -10
-  and -15%, STAR quiet at 4 MiB -19%). TSQ itself in ns-3's sockets over a FIFO (git branch
+  and five packets against two for each of the root's connections. Against a FIFO host ns-3 was
+  within 10% in 17 of 24 cells on 2026-11-25 (RING_RS_AG contended +15..+38%, STAR contended
+  at 16-64 MiB -10 and -15%, STAR quiet at 4 MiB -19%). TSQ itself in ns-3's sockets over a FIFO (git branch
   `experiment/tsq-fifo`, not merged) got the real RTT but not the share: its ring left slow
   start at 75 segments, kept two packets like the flood and got a third.
 - **Token-bucket bursts.** A tbf link with `burst 256kb` is a token bucket over a veth that moves
