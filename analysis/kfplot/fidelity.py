@@ -430,9 +430,9 @@ DISCUSSION = """## What the worlds leave out
   STAR cells, whose long iterations come last, the flood streams reached cwnd 3104, 2.3 Gbit/s
   and five packets against two for each of the root's connections. Against a FIFO host ns-3 was
   within 10% in 17 of 24 cells on 2026-11-25 (RING_RS_AG contended +15..+38%, STAR contended
-  at 16-64 MiB -10 and -15%, STAR quiet at 4 MiB -19%). TSQ itself in ns-3's sockets over a FIFO (git branch
-  `experiment/tsq-fifo`, not merged) got the real RTT but not the share: its ring left slow
-  start at 75 segments, kept two packets like the flood and got a third.
+  at 16-64 MiB -10 and -15%, STAR quiet at 4 MiB -19%). TSQ itself in ns-3's sockets over a
+  FIFO (git branch `experiment/tsq-fifo`, not merged) got the real RTT but not the share: its
+  ring left slow start at 75 segments, kept two packets like the flood and got a third.
 - **Token-bucket bursts.** A tbf link with `burst 256kb` is a token bucket over a veth that moves
   packets at memory speed, so after an idle spell (a STAR root's egress idles while it collects,
   its ingress while it broadcasts) a full bucket leaves at once. ns-3 models the links that way
