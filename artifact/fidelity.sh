@@ -3,7 +3,7 @@
 #
 #   artifact/fidelity.sh [--quick] [--out DIR] [--build DIR] [--reps N] [--jobs N]
 #                        [--parts real,sim,report] [--set KEY=VALUE ...] [--tcp NAME]
-#                        [--host-queue fair|fifo]
+#                        [--host-queue fair|fifo] [--switch-queue BYTES]
 #
 # real:   4 network namespaces on a Linux bridge (tests/netns_lib.sh), every link shaped to
 #         1 Gbit/s each way (a 256 KiB token bucket), MTU 1500; one kfrun + `kfbench allreduce
@@ -17,7 +17,12 @@
 #         qdisc (fq_codel) gives: each connection its own queue, served in turn, under the
 #         shaper (htb with one class per flow); `fifo` is tbf's one FIFO, where TCP small queues
 #         share the link in proportion to each socket's pacing rate (artifact/README.md). The
-#         bridge ports, the switch, keep tbf's drop-tail FIFO in both.
+#         bridge ports, the switch, keep tbf's drop-tail FIFO in both: by default up to
+#         rate x 100 ms + burst (12.76 MB, where these runs drop nothing); --switch-queue BYTES
+#         bounds it (tbf's limit) so that the switch drops, as a shallow-buffered one does, and
+#         the simulated ports get as many full-size packets (topology.link.queue). Every
+#         namespace's TCP counters (timeouts, retransmissions, recoveries: nstat) are kept per
+#         cell (real/*.nstat) for the report's losses table.
 # sim:    the same in kfsim, ns3 and flow worlds (artifact/scenarios/fidelity.yaml: one allreduce of
 #         the size per step, no compute; the contended runs add a 2-flow contention event from w0
 #         to outside); a cell is the median over steps of the slowest rank's allreduce time.
@@ -49,6 +54,7 @@ PARTS="real,sim,report"
 SETS=()
 TCP=cubic
 HOST_QUEUE=fair
+SWITCH_QUEUE=""
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -60,6 +66,7 @@ while (($#)); do
     --set) (($# >= 2)) || usage; SETS+=(--set "$2"); shift ;;
     --tcp) (($# >= 2)) || usage; TCP="$2"; shift ;;
     --host-queue) (($# >= 2)) || usage; HOST_QUEUE="$2"; shift ;;
+    --switch-queue) (($# >= 2)) || usage; SWITCH_QUEUE="$2"; shift ;;
     -h | --help) usage ;;
     *) echo "fidelity.sh: unknown argument '$1'" >&2; usage ;;
   esac
@@ -69,6 +76,16 @@ case "$HOST_QUEUE" in
   fair | fifo) ;;
   *) echo "fidelity.sh: --host-queue '$HOST_QUEUE': not fair or fifo" >&2; exit 2 ;;
 esac
+FRAME=1514  # a full-size frame at MTU 1500, as tbf counts it
+if [[ -n "$SWITCH_QUEUE" ]]; then
+  if [[ ! "$SWITCH_QUEUE" =~ ^[0-9]+$ ]] || ((SWITCH_QUEUE < 4 * FRAME)); then
+    echo "fidelity.sh: --switch-queue '$SWITCH_QUEUE': not a whole number of bytes of at least" \
+      "$((4 * FRAME)) (4 full-size frames)" >&2
+    exit 2
+  fi
+  # The simulated switch ports hold packets, not bytes: as many full-size ones as fit.
+  SETS+=(--set "topology.link.queue=$((SWITCH_QUEUE / FRAME))")
+fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 BUILD="$(cd "$BUILD" 2>/dev/null && pwd)" || { echo "fidelity.sh: no build at $BUILD" >&2; exit 1; }
@@ -150,6 +167,15 @@ real_part() {
       skip "--host-queue fair needs tc's htb qdisc and u32 filter ($(grep -m1 -i error \
         "$WORK/tc.$ns.log")); --host-queue fifo runs without them"
   }
+  # Each namespace's TCP loss counters (absolute): "namespace counter value" lines. Counters are
+  # per network namespace, so worker i's are its own (worker 0's include the flood's sockets).
+  tcp_counters() {
+    local i
+    for i in $(seq 0 $((N - 1))); do
+      ip netns exec "${TAG}n$i" nstat -asz 2>/dev/null | awk -v ns="$i" \
+        '$1 ~ /^(TcpRetransSegs|TcpExtTCPTimeouts|TcpExtTCPLostRetransmit|TcpExtTCPSackRecovery|TcpExtTCPLossProbes|TcpExtTCPSpuriousRTOs)$/ { print ns, $1, $2 }'
+    done
+  }
   TAG="kffid$$"
   WORK="$(mktemp -d)"
   RATE=1gbit
@@ -194,7 +220,8 @@ real_part() {
       skip "iperf3 -s failed"
   done
   mkdir -p "$OUT/real"
-  rm -f "$OUT"/real/*.json "$OUT"/real/*.tc "$OUT"/real/*.ss.gz
+  rm -f "$OUT"/real/*.json "$OUT"/real/*.tc "$OUT"/real/*.ss.gz "$OUT"/real/*.nstat
+  echo "${SWITCH_QUEUE:-default}" >"$OUT/real/switch_queue.txt"
   cp "$WORK/tcp" "$OUT/real/tcp.txt"  # the report names the congestion control the runs used
   cp "$WORK/host_queue" "$OUT/real/host_queue.txt"  # and the hosts' egress queue
   local rep strategy cont
@@ -212,6 +239,7 @@ real_part() {
         fi
         echo "real: $strategy, contention $cont, run $rep/$REPS (load $(cut -d' ' -f1 /proc/loadavg))"
         local cell="$OUT/real/${strategy}_c${cont}_r${rep}"
+        tcp_counters >"$WORK/nstat.before"
         sample_sockets >"$cell.ss" &
         local sampler=$!
         for i in $(seq 0 $((WORKERS - 1))); do
@@ -225,6 +253,9 @@ real_part() {
         kill "$sampler" 2>/dev/null
         wait "$sampler" 2>/dev/null
         gzip -f "$cell.ss"
+        # What the cell cost each namespace's TCP: "namespace counter increase".
+        tcp_counters | awk 'NR == FNR { before[$1 " " $2] = $3; next }
+          { print $1, $2, $3 - before[$1 " " $2] }' "$WORK/nstat.before" - >"$cell.nstat"
         if ((${#floods[@]})); then
           kill -INT "${floods[@]}" 2>/dev/null
           wait "${floods[@]}" 2>/dev/null
@@ -313,7 +344,8 @@ sim_part() {
 
 status=0
 if has_part real; then
-  echo "== real: 4 namespaces, 1 Gbit/s links, host queue $HOST_QUEUE, MTU 1500, TCP $TCP;" \
+  echo "== real: 4 namespaces, 1 Gbit/s links, host queue $HOST_QUEUE," \
+    "switch queue ${SWITCH_QUEUE:-12762144} B, MTU 1500, TCP $TCP;" \
     "sizes ${SIZES[*]}; $REPS run(s) each"
   t0=$SECONDS
   real_part || exit 1

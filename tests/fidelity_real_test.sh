@@ -2,9 +2,11 @@
 # artifact/fidelity.sh's real part at --quick (4 namespaces, 1 and 16 MiB, 3 strategies, with and
 # without the iperf3 flood, one run each): it records every cell (kfbench's times and worker 0's
 # sockets, sampled by ss), the congestion control the namespaces ran and their host queue (fair:
-# each flood stream through a class of its own; fifo: tbf alone, also run), and leaves the host's
+# each flood stream through a class of its own; fifo: tbf alone, also run, with a shallow switch
+# queue: --switch-queue) and each namespace's TCP loss counters, and leaves the host's
 # list of allowed congestion controls as it found it, also when `--tcp` names one the kernel does
-# not have (exit 1, naming --tcp); an unknown --host-queue is refused (exit 2, naming it). Skips
+# not have (exit 1, naming --tcp); an unknown --host-queue and a --switch-queue that is not a
+# number of bytes are refused (exit 2, naming the flag). Skips
 # (exit 77) where namespaces or iperf3 are not available.
 #   fidelity_real_test.sh BUILD_DIR
 set -uo pipefail
@@ -63,11 +65,27 @@ for s in fidelity.STRATEGIES:
 PY
 
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
-  --out "$WORK/fifo" --host-queue fifo >"$WORK/fifo.log" 2>&1 || { cat "$WORK/fifo.log"; fail "--host-queue fifo"; }
+  --out "$WORK/fifo" --host-queue fifo --switch-queue 524288 >"$WORK/fifo.log" 2>&1 ||
+  { cat "$WORK/fifo.log"; fail "--host-queue fifo --switch-queue 524288"; }
 [[ "$(cat "$WORK/fifo/real/host_queue.txt")" == fifo ]] || fail "fifo: real/host_queue.txt is not 'fifo'"
 # The .tc file starts with worker 0's egress qdisc (then the bridge port's, a tbf in both modes).
 head -1 "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" | grep -q "^qdisc tbf" || fail "fifo: worker 0's egress is not tbf"
 grep -q "^class htb" "$WORK/fifo/real/RING_RS_AG_c1_r1.tc" && fail "fifo: classes at worker 0's egress"
+# The bridge port's tbf holds 512 KiB: tc shows it as the latency that drains it beyond the
+# 256 KiB bucket at 1 Gbit/s, about 2 ms (100 ms by default).
+lat=$(awk '/^qdisc tbf/ { n++ } n == 2 { for (i = 1; i < NF; i++) if ($i == "lat") print $(i + 1); exit }' \
+  "$WORK/fifo/real/RING_RS_AG_c1_r1.tc")
+[[ "$lat" =~ ^[0-9.]+ms$ ]] && awk -v l="${lat%ms}" 'BEGIN { exit !(l > 1 && l < 4) }' ||
+  fail "--switch-queue 524288: the bridge port's tbf latency is '$lat', not about 2 ms"
+[[ "$(cat "$WORK/fifo/real/switch_queue.txt")" == 524288 ]] || fail "real/switch_queue.txt is not 524288"
+[[ "$(cat "$WORK/good/real/switch_queue.txt")" == default ]] || fail "default run: real/switch_queue.txt"
+# Every namespace's loss counters per cell; a 16 MiB gather into a 512 KiB port loses segments.
+for s in STAR BINARY_TREE_STAR RING_RS_AG; do
+  n=$(awk '$2 ~ /^Tcp/ && $3 ~ /^-?[0-9]+$/' "$WORK/fifo/real/${s}_c0_r1.nstat" | wc -l)
+  [[ $n -eq 30 ]] || fail "${s}_c0_r1.nstat: $n counter lines, not 5 namespaces x 6"
+done
+retrans=$(awk '$2 == "TcpRetransSegs" { t += $3 } END { print t + 0 }' "$WORK/fifo/real/STAR_c0_r1.nstat")
+[[ $retrans -gt 0 ]] || fail "STAR into a 512 KiB switch port retransmitted nothing"
 
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --build "$BUILD" --out "$WORK/bad" \
   --host-queue shared >"$WORK/bad.log" 2>&1
@@ -75,11 +93,18 @@ rc=$?
 [[ $rc -eq 2 ]] || { cat "$WORK/bad.log"; fail "--host-queue shared exited $rc, not 2"; }
 grep -q -- "--host-queue 'shared'" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --host-queue"; }
 
+bash "$ROOT/artifact/fidelity.sh" --quick --parts real --build "$BUILD" --out "$WORK/bad" \
+  --switch-queue 512k >"$WORK/bad.log" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] || { cat "$WORK/bad.log"; fail "--switch-queue 512k exited $rc, not 2"; }
+grep -q -- "--switch-queue '512k'" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --switch-queue"; }
+
 bash "$ROOT/artifact/fidelity.sh" --quick --parts real --reps 1 --build "$BUILD" \
   --out "$WORK/bad" --tcp no-such-cc >"$WORK/bad.log" 2>&1
 rc=$?
 [[ $rc -eq 1 ]] || { cat "$WORK/bad.log"; fail "--tcp no-such-cc exited $rc, not 1"; }
 grep -q -- "--tcp no-such-cc" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "the error does not name --tcp"; }
 [[ "$(cat "$ALLOWED")" == "$before" ]] || fail "after a failed run the allowed list is '$(cat "$ALLOWED")'"
-echo "PASS: 6 real cells on cubic with fair host queues and 6 with fifo ones, worker 0's sockets sampled;" \
-  "the host's allowed list restored; a bad --tcp and a bad --host-queue refused"
+echo "PASS: 6 real cells on cubic with fair host queues and 6 with fifo ones and a 512 KiB switch" \
+  "queue, worker 0's sockets and the loss counters sampled; the host's allowed list restored;" \
+  "a bad --tcp, --host-queue and --switch-queue refused"

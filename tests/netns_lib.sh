@@ -1,7 +1,8 @@
 # Shared by the network-namespace tests (source it): hosts as namespaces on a bridge that lives
 # in a namespace of its own (the machine's own network is never touched), every link limited
 # with tbf each way. Set TAG, N (namespaces), SUBNET ("10.77.0"), MTU and WORK first; the trap
-# runs netns_cleanup. Host i has IP $SUBNET.(i+1).
+# runs netns_cleanup. Host i has IP $SUBNET.(i+1). SWITCH_QUEUE (optional, tc's size syntax:
+# 512kb) bounds each bridge port's drop-tail backlog; by default it is rate x 100 ms + burst.
 
 netns_cleanup() {
   for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
@@ -47,6 +48,10 @@ netns_setup() {
     # The host's egress and the bridge port's egress (the host's ingress).
     tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms ||
       skip "tc tbf is not available"
-    tc -n "$br" qdisc add dev "${TAG}p$i" root tbf rate "$rate" burst 256kb latency 100ms
+    if [[ -n "${SWITCH_QUEUE:-}" ]]; then
+      tc -n "$br" qdisc add dev "${TAG}p$i" root tbf rate "$rate" burst 256kb limit "$SWITCH_QUEUE"
+    else
+      tc -n "$br" qdisc add dev "${TAG}p$i" root tbf rate "$rate" burst 256kb latency 100ms
+    fi
   done
 }

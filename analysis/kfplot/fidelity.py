@@ -3,8 +3,10 @@
 Reads what artifact/fidelity.sh writes under OUT:
     real/STRATEGY_cC_rR.json          kfbench --json of rank 0 (C: 0/1 contention, R: run)
     real/STRATEGY_cC_rR.ss.gz         worker 0's sockets, `ss -tinm` every 100 ms (optional)
+    real/STRATEGY_cC_rR.nstat         each namespace's TCP loss counters over the run (optional)
     sim/ns3/STRATEGY_cC_SIZE/tcp.csv  ns-3's TCP senders every 100 ms (tcp_samples; optional)
-    sim/WORLD/STRATEGY_cC_SIZE/       kfsim records (collectives.csv, steps.csv), WORLD ns3 | flow
+    sim/WORLD/STRATEGY_cC_SIZE/       kfsim records (collectives.csv, steps.csv, summary.json),
+                                      WORLD ns3 | flow
 and writes OUT/fidelity.csv, OUT/fidelity.md and OUT/fidelity.png / .pdf.
 
 A real cell is kfbench's median iteration (each iteration timed as its slowest rank), the median
@@ -211,6 +213,76 @@ def load_sockets(out: Path) -> dict[tuple[str, bool, str], SocketStats]:
             for k, v in merged.items() if v}
 
 
+# nstat's names for what the report counts on the real side.
+REAL_COUNTERS = {"TcpRetransSegs": "retransmitted", "TcpExtTCPSackRecovery": "recoveries",
+                 "TcpExtTCPLostRetransmit": "lost retransmissions",
+                 "TcpExtTCPTimeouts": "timeouts"}
+
+
+def load_losses(out: Path) -> dict[tuple[str, bool, str], dict[str, float]]:
+    """(strategy, contention, world) -> loss counts. real: the nstat counters summed over the
+    namespaces, mean over runs (a run is every size); ns3 / flow: summary.json's world_stats
+    summed over the sizes' runs."""
+    runs: dict[tuple[str, bool], list[dict[str, float]]] = defaultdict(list)
+    for p in sorted((out / "real").glob("*.nstat")):
+        m = re.fullmatch(r"(.+)_c([01])_r(\d+)\.nstat", p.name)
+        if not m:
+            continue
+        counts = dict.fromkeys(REAL_COUNTERS.values(), 0.0)
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            f = line.split()
+            if len(f) != 3 or not re.fullmatch(r"-?\d+", f[2]):
+                raise RecordError(f"{p}:{n}: expected 'namespace counter increase', got '{line}'")
+            if f[1] in REAL_COUNTERS:
+                counts[REAL_COUNTERS[f[1]]] += int(f[2])
+        runs[(m.group(1), m.group(2) == "1")].append(counts)
+    out_: dict[tuple[str, bool, str], dict[str, float]] = {}
+    for (strategy, cont), rs in runs.items():
+        out_[(strategy, cont, "real")] = {k: sum(r[k] for r in rs) / len(rs) for k in rs[0]}
+    for world in WORLDS:
+        for p in sorted((out / "sim" / world).glob("*/summary.json")):
+            m = re.fullmatch(r"(.+)_c([01])_(\d+[KMG]iB)", p.parent.name)
+            if not m:
+                continue
+            try:
+                stats = json.loads(p.read_text()).get("world_stats", {})
+            except json.JSONDecodeError as e:
+                raise RecordError(f"{p}: malformed JSON: {e.msg}") from e
+            keys = ({"dropped packets": "dropped_packets", "timeouts": "retransmission_timeouts"}
+                    if world == "ns3" else {"window backoffs": "tcp_losses",
+                                            "timeouts": "tcp_timeouts"})
+            acc = out_.setdefault((m.group(1), m.group(2) == "1", world), dict.fromkeys(keys, 0))
+            for name, key in keys.items():
+                acc[name] += float(stats.get(key, 0))
+    return out_
+
+
+def losses_md(losses: dict[tuple[str, bool, str], dict[str, float]]) -> list[str]:
+    if not any(w == "real" for _, _, w in losses):
+        return []
+    lines = ["## Losses", "",
+             "Real: the namespaces' TCP counters (`nstat`, `real/*.nstat`) over a cell's run "
+             "(every size, warm-up included; the mean over runs), contended runs including the "
+             "flood's sockets. Linux recovers a lost retransmission without a timeout where "
+             "RACK sees later segments delivered; ns-3 3.37 has no RACK and waits for the "
+             "timer. Simulated: summed over the sizes' runs (`summary.json`), flood included.",
+             "", "| strategy | contention | real: retransmitted / recoveries / lost "
+             "retransmissions / timeouts | ns-3: drops / timeouts | flow: backoffs / timeouts |",
+             "|---|---|---|---|---|"]
+    fmt = lambda d, keys: " / ".join(f"{d[k]:.0f}" for k in keys) if d else "-"  # noqa: E731
+    for cont in (False, True):
+        for strategy in STRATEGIES:
+            real = losses.get((strategy, cont, "real"))
+            if real is None:
+                continue
+            lines.append(
+                f"| {strategy} | {'yes' if cont else 'no'} | "
+                f"{fmt(real, list(REAL_COUNTERS.values()))} | "
+                f"{fmt(losses.get((strategy, cont, 'ns3')), ['dropped packets', 'timeouts'])} | "
+                f"{fmt(losses.get((strategy, cont, 'flow')), ['window backoffs', 'timeouts'])} |")
+    return lines + [""]
+
+
 def sockets_md(stats: dict[tuple[str, bool, str], SocketStats]) -> list[str]:
     if not stats:
         return []
@@ -340,7 +412,8 @@ HOST_QUEUES = {
 def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[float],
              tcp: Optional[str] = None,
              sockets: Optional[dict[tuple[str, bool, str], SocketStats]] = None,
-             host_queue: Optional[str] = None) -> dict:
+             host_queue: Optional[str] = None, switch_queue: Optional[str] = None,
+             losses: Optional[dict[tuple[str, bool, str], dict[str, float]]] = None) -> dict:
     s = summary(cells, target)
     ms = lambda v: "-" if v is None else f"{v / 1000:.1f}"  # noqa: E731
     pct = lambda v: "-" if v is None else f"{v:+.1f}%"  # noqa: E731
@@ -350,7 +423,12 @@ def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[fl
         "4 hosts (network namespaces on a Linux bridge, every link shaped to 1 Gbit/s each way "
         "by a 256 KiB token bucket, MTU 1500), one kfbench worker each, allreduce of one f32 "
         "tensor; contended: 2 greedy iperf3 streams from worker 0's namespace to a 5th one. "
-        "The bridge ports (the switch) queue in tbf's drop-tail FIFO; a host's own egress: " +
+        "The bridge ports (the switch) queue in tbf's drop-tail FIFO, " +
+        (f"of up to {int(switch_queue):,} B (`--switch-queue`; the simulated ports hold "
+         f"{int(switch_queue) // 1514} full-size packets)"
+         if switch_queue and switch_queue.isdigit() else "of up to 12.76 MB (1 Gbit/s x 100 ms + "
+         "the 256 KiB bucket)") +
+        "; a host's own egress: " +
         (HOST_QUEUES.get(host_queue, f"'{host_queue}'") if host_queue else "not recorded") +
         ". Simulated: "
         "`artifact/scenarios/fidelity.yaml` (the same star, 1 Gbps, MTU 1500, queues of the tbf "
@@ -398,7 +476,7 @@ def write_md(cells: Sequence[Cell], path: Path, target: float, wall: Optional[fl
             within = sum(1 for c in ok if abs(c.err("ns3")) <= target)
             lines.append(f"| {strategy} | {'yes' if cont else 'no'} | {means[0]} | {means[1]} | "
                          f"{within} / {len(ok)} |")
-    lines += [""] + sockets_md(sockets or {})
+    lines += [""] + losses_md(losses or {}) + sockets_md(sockets or {})
     lines += [DISCUSSION, "", "Per-cell target (ns-3 within "
               f"{target:g}% of real) is reported, not asserted.", ""]
     path.write_text("\n".join(lines))
@@ -522,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = [parse_size(s) for s in a.sizes.split(",") if s]
         cells = load_cells(a.out, sizes)
         sockets = load_sockets(a.out)
+        losses = load_losses(a.out)
     except (RecordError, ValueError) as e:
         print(f"fidelity: {e}", file=sys.stderr)
         return 1
@@ -530,7 +609,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     tcp = tcp_file.read_text().strip() if tcp_file.exists() else None
     queue_file = a.out / "real" / "host_queue.txt"  # fidelity.sh --host-queue
     host_queue = queue_file.read_text().strip() if queue_file.exists() else None
-    s = write_md(cells, a.out / "fidelity.md", a.target, a.wall, tcp, sockets, host_queue)
+    switch_file = a.out / "real" / "switch_queue.txt"  # fidelity.sh --switch-queue
+    switch_queue = switch_file.read_text().strip() if switch_file.exists() else None
+    s = write_md(cells, a.out / "fidelity.md", a.target, a.wall, tcp, sockets, host_queue,
+                 switch_queue, losses)
     plot(cells, a.out / "fidelity", a.target)
     print((a.out / "fidelity.md").read_text())
     missing = [c for c in cells if c.real_us is None or c.ns3_us is None or c.flow_us is None]

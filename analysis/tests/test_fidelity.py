@@ -94,6 +94,8 @@ class FidelityTest(unittest.TestCase):
             self.assertIn("Real TCP: cubic (ns-3 runs CUBIC).", md)
             self.assertIn("Host queue: fair.", md)
             self.assertIn("a host's own egress: a per-flow fair queue under the shaper", md)
+            self.assertIn("FIFO, of up to 12.76 MB", md)  # no switch_queue.txt: the default
+            self.assertNotIn("## Losses", md)  # no nstat files
             for ext in ("png", "pdf"):
                 self.assertGreater((out / f"fidelity.{ext}").stat().st_size, 1000)
 
@@ -145,6 +147,40 @@ class FidelityTest(unittest.TestCase):
         with self.assertRaisesRegex(RecordError, "x.ss:2: an ss line without skmem's t field"):
             fidelity.parse_ss("ESTAB 0 0 1.1.1.1:10000 2.2.2.2:40000\n\t skmem:(r0) unacked:1\n",
                               "x.ss")
+
+    def test_losses(self):
+        """nstat deltas summed over namespaces and averaged over runs; the worlds' summary.json
+        counts summed over sizes; the switch queue named in the header."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = fake_out(Path(tmp))
+            for rep, timeouts in ((1, 1), (2, 3)):
+                (out / "real" / f"STAR_c0_r{rep}.nstat").write_text(
+                    f"0 TcpRetransSegs 100\n1 TcpRetransSegs 50\n0 TcpExtTCPTimeouts {timeouts}\n"
+                    "1 TcpExtTCPLostRetransmit 7\n2 TcpExtTCPSackRecovery 4\n"
+                    "3 TcpExtTCPLossProbes 9\n")
+            for size, drops in (("1MiB", 10), ("16MiB", 300)):
+                (out / "sim" / "ns3" / f"STAR_c0_{size}" / "summary.json").write_text(json.dumps(
+                    {"world_stats": {"dropped_packets": drops, "retransmission_timeouts": 1}}))
+                (out / "sim" / "flow" / f"STAR_c0_{size}" / "summary.json").write_text(json.dumps(
+                    {"world_stats": {"tcp_losses": 4, "tcp_timeouts": 0}}))
+            losses = fidelity.load_losses(out)
+            self.assertEqual(losses[("STAR", False, "real")],
+                             {"retransmitted": 150, "recoveries": 4, "lost retransmissions": 7,
+                              "timeouts": 2})
+            self.assertEqual(losses[("STAR", False, "ns3")],
+                             {"dropped packets": 310, "timeouts": 2})
+            self.assertEqual(losses[("STAR", False, "flow")],
+                             {"window backoffs": 8, "timeouts": 0})
+            (out / "real" / "switch_queue.txt").write_text("524288\n")
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(fidelity.main([str(out), "--sizes", "1MiB,16MiB"]), 0)
+            md = (out / "fidelity.md").read_text()
+            self.assertIn("of up to 524,288 B (`--switch-queue`; the simulated ports hold 346 "
+                          "full-size packets)", md)
+            self.assertIn("| STAR | no | 150 / 4 / 7 / 2 | 310 / 2 | 8 / 0 |", md)
+            (out / "real" / "STAR_c0_r2.nstat").write_text("0 TcpRetransSegs lots\n")
+            with self.assertRaisesRegex(RecordError, "STAR_c0_r2.nstat:1: expected"):
+                fidelity.load_losses(out)
 
     def test_missing_and_malformed(self):
         with tempfile.TemporaryDirectory() as tmp:
