@@ -523,7 +523,10 @@ DISCUSSION = """## What the worlds leave out
   FIFO that its three senders' windows fill (real srtt about 75 ms in STAR quiet). Both
   simulated worlds gather at the lower bound at 4 MiB (128 ms: the gather, then one chunk's
   broadcast); the real cluster takes 137-148 ms over three runs (142-167 with FIFO host queues),
-  its noisiest cell. Not traced further.
+  its noisiest cell. Not traced further. With a shallow switch (`--switch-queue`) the windows
+  overflow the port instead, and the losses table counts them in each world: Linux recovers by
+  SACK and RACK without a timeout down to a 512 KiB port here. Below about eight 64 KB GSO
+  packets, tbf drops whole GSO packets (44 segments each) and the emulation stops being a switch.
 - **Slow start in ns-3.** ns-3's CUBIC leaves slow start at 16-17 segments here (ssthresh 17 in
   the table where no loss set it later; Linux: 112-493): its HyStart packet-train test compares
   an ACK train with the minimum RTT, which it measures from the timestamp option in whole
