@@ -234,7 +234,10 @@ int run_compare(const std::string& file, const std::vector<std::string>& overrid
                      stats.value("tcp_losses", std::uint64_t{0}),
                      stats.value("tcp_timeouts", std::uint64_t{0}));
         } else if (drops + timeouts > 0) {
-          fmt::print("  {} packets dropped, {} retransmission timeouts", drops, timeouts);
+          fmt::print(
+              "  {} packets dropped, {} lost retransmissions resent, {} retransmission "
+              "timeouts",
+              drops, stats.value("lost_retransmissions", std::uint64_t{0}), timeouts);
           lossy = lossy || drops > 0;
         }
         fmt::print("\n");

@@ -395,6 +395,10 @@ TEST(ScenarioErrors, MissingRequiredKeyPointsAtParent) {
 TEST(ScenarioErrors, NamedValues) {
   EXPECT_EQ(parse_scenario(kBase + "world: flow\n", "s.yaml").world, "flow");
   expect_parse_error(kBase + "world: ns2\n", 3, 8, "world: unknown world 'ns2' (known: ns3, flow)");
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml").tcp_recovery, "rack");  // Linux's default
+  EXPECT_EQ(parse_scenario(kBase + "tcp_recovery: rfc6675\n", "s.yaml").tcp_recovery, "rfc6675");
+  expect_parse_error(kBase + "tcp_recovery: tlp\n", 3, 15,
+                     "tcp_recovery: unknown TCP loss recovery 'tlp' (known: rack, rfc6675)");
   expect_parse_error(kBase + "strategy: STAAR\n", 3, 11,
                      "strategy: unknown strategy 'STAAR' (known: STAR, MULTI_STAR, TREE,");
   EXPECT_EQ(parse_scenario(kBase + "strategy: multi_binary_tree_star\n", "s.yaml").strategy,

@@ -220,6 +220,53 @@ TEST(SimLosses, DropsAreCountedWhereQueuesOverflow) {
   EXPECT_GT(drops_of_bulk_incast(3, true), 0u);
 }
 
+// ---- lost retransmissions: found as Linux finds them (RACK, tail loss probe), or by the timer
+// ----
+
+// Three senders gather 8 MiB each into w0 through a 40-packet switch port: some fast
+// retransmissions are lost at the port too.
+const char* kIncastScenario = R"(
+name: incast
+seed: 1
+steps: 2
+world: ns3
+topology:
+  kind: star
+  hosts: 4
+  link: {bandwidth: 1Gbps, latency: 25us, mtu: 1500, queue: 40}
+  host_qdisc: tsq
+workload: {tensors: [8MiB], compute: 0s, compute_jitter: 0, batch_per_worker: 1}
+strategy: STAR
+chunk: 1MiB
+)";
+
+nlohmann::json run_incast(const std::string& recovery) {
+  Simulation sim(parse_scenario(kIncastScenario, "incast.yaml", {"tcp_recovery=" + recovery}));
+  sim.run();
+  return sim.summary();
+}
+
+TEST(SimLosses, RackResendsALostRetransmissionWithoutWaitingForTheTimer) {
+  const nlohmann::json stock = run_incast("rfc6675");
+  const nlohmann::json rack = run_incast("rack");
+  const auto count = [](const nlohmann::json& run, const char* key) {
+    return run.at("world_stats").at(key).get<int>();
+  };
+  // Stock ns-3 waits out the retransmission timer (200 ms) for a lost retransmission.
+  EXPECT_GT(count(stock, "dropped_packets"), 0) << stock;
+  EXPECT_GE(count(stock, "retransmission_timeouts"), 1) << stock;
+  EXPECT_EQ(count(stock, "lost_retransmissions"), 0) << stock;
+  EXPECT_EQ(count(stock, "early_losses"), 0) << stock;
+  // RACK resends it once data sent after it has arrived, finds lost originals with fewer than
+  // three duplicate ACKs, and the gathers end sooner.
+  EXPECT_GE(count(rack, "lost_retransmissions"), 1) << rack;
+  EXPECT_GE(count(rack, "early_losses"), 1) << rack;
+  EXPECT_LT(count(rack, "retransmission_timeouts"), count(stock, "retransmission_timeouts"))
+      << rack;
+  EXPECT_LT(rack.at("simulated_seconds").get<double>(),
+            stock.at("simulated_seconds").get<double>() - 0.1);
+}
+
 // ---- shaped links: tc's token bucket over a faster wire ----
 
 // Seconds for `bytes` of bulk data from w1 to w0 over a 2-host star whose links start idle;

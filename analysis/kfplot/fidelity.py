@@ -248,7 +248,9 @@ def load_losses(out: Path) -> dict[tuple[str, bool, str], dict[str, float]]:
                 stats = json.loads(p.read_text()).get("world_stats", {})
             except json.JSONDecodeError as e:
                 raise RecordError(f"{p}: malformed JSON: {e.msg}") from e
-            keys = ({"dropped packets": "dropped_packets", "timeouts": "retransmission_timeouts"}
+            keys = ({"dropped packets": "dropped_packets",
+                     "lost retransmissions": "lost_retransmissions",
+                     "timeouts": "retransmission_timeouts"}
                     if world == "ns3" else {"window backoffs": "tcp_losses",
                                             "timeouts": "tcp_timeouts"})
             acc = out_.setdefault((m.group(1), m.group(2) == "1", world), dict.fromkeys(keys, 0))
@@ -257,17 +259,22 @@ def load_losses(out: Path) -> dict[tuple[str, bool, str], dict[str, float]]:
     return out_
 
 
+NS3_LOSSES = ["dropped packets", "lost retransmissions", "timeouts"]
+
+
 def losses_md(losses: dict[tuple[str, bool, str], dict[str, float]]) -> list[str]:
     if not any(w == "real" for _, _, w in losses):
         return []
     lines = ["## Losses", "",
              "Real: the namespaces' TCP counters (`nstat`, `real/*.nstat`) over a cell's run "
              "(every size, warm-up included; the mean over runs), contended runs including the "
-             "flood's sockets. Linux recovers a lost retransmission without a timeout where "
-             "RACK sees later segments delivered; ns-3 3.37 has no RACK and waits for the "
-             "timer. Simulated: summed over the sizes' runs (`summary.json`), flood included.",
+             "flood's sockets. Linux resends a lost retransmission without a timeout once "
+             "RACK sees segments sent after it delivered; stock ns-3 3.37 waits for the timer, "
+             "and the ns-3 world adds RACK's rule (`tcp_recovery: rack`, the default). "
+             "Simulated: summed over the sizes' runs (`summary.json`), flood included.",
              "", "| strategy | contention | real: retransmitted / recoveries / lost "
-             "retransmissions / timeouts | ns-3: drops / timeouts | flow: backoffs / timeouts |",
+             "retransmissions / timeouts | ns-3: drops / lost retransmissions / timeouts | "
+             "flow: backoffs / timeouts |",
              "|---|---|---|---|---|"]
     fmt = lambda d, keys: " / ".join(f"{d[k]:.0f}" for k in keys) if d else "-"  # noqa: E731
     for cont in (False, True):
@@ -278,7 +285,7 @@ def losses_md(losses: dict[tuple[str, bool, str], dict[str, float]]) -> list[str
             lines.append(
                 f"| {strategy} | {'yes' if cont else 'no'} | "
                 f"{fmt(real, list(REAL_COUNTERS.values()))} | "
-                f"{fmt(losses.get((strategy, cont, 'ns3')), ['dropped packets', 'timeouts'])} | "
+                f"{fmt(losses.get((strategy, cont, 'ns3')), NS3_LOSSES)} | "
                 f"{fmt(losses.get((strategy, cont, 'flow')), ['window backoffs', 'timeouts'])} |")
     return lines + [""]
 

@@ -160,7 +160,8 @@ class FidelityTest(unittest.TestCase):
                     "3 TcpExtTCPLossProbes 9\n")
             for size, drops in (("1MiB", 10), ("16MiB", 300)):
                 (out / "sim" / "ns3" / f"STAR_c0_{size}" / "summary.json").write_text(json.dumps(
-                    {"world_stats": {"dropped_packets": drops, "retransmission_timeouts": 1}}))
+                    {"world_stats": {"dropped_packets": drops, "lost_retransmissions": 2,
+                                     "retransmission_timeouts": 1}}))
                 (out / "sim" / "flow" / f"STAR_c0_{size}" / "summary.json").write_text(json.dumps(
                     {"world_stats": {"tcp_losses": 4, "tcp_timeouts": 0}}))
             losses = fidelity.load_losses(out)
@@ -168,7 +169,7 @@ class FidelityTest(unittest.TestCase):
                              {"retransmitted": 150, "recoveries": 4, "lost retransmissions": 7,
                               "timeouts": 2})
             self.assertEqual(losses[("STAR", False, "ns3")],
-                             {"dropped packets": 310, "timeouts": 2})
+                             {"dropped packets": 310, "lost retransmissions": 4, "timeouts": 2})
             self.assertEqual(losses[("STAR", False, "flow")],
                              {"window backoffs": 8, "timeouts": 0})
             (out / "real" / "switch_queue.txt").write_text("524288\n")
@@ -177,7 +178,7 @@ class FidelityTest(unittest.TestCase):
             md = (out / "fidelity.md").read_text()
             self.assertIn("of up to 524,288 B (`--switch-queue`; the simulated ports hold 346 "
                           "full-size packets)", md)
-            self.assertIn("| STAR | no | 150 / 4 / 7 / 2 | 310 / 2 | 8 / 0 |", md)
+            self.assertIn("| STAR | no | 150 / 4 / 7 / 2 | 310 / 4 / 2 | 8 / 0 |", md)
             (out / "real" / "STAR_c0_r2.nstat").write_text("0 TcpRetransSegs lots\n")
             with self.assertRaisesRegex(RecordError, "STAR_c0_r2.nstat:1: expected"):
                 fidelity.load_losses(out)

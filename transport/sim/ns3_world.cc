@@ -17,6 +17,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include "transport/sim/ns3_rack_socket.h"
 #include "transport/sim/sim_compute.h"
 #include "transport/sim/sim_port.h"
 
@@ -144,6 +145,16 @@ class Ns3World::Impl {
                              " trace source (it has:" + names + ")");
     }
   }
+  // Every TCP socket of the world (listeners, runtime senders, background flows): with RACK
+  // when options.rack, counting what it resends.
+  ns3::Ptr<ns3::Socket> tcp_socket(std::uint32_t node) {
+    ns3::Ptr<ns3::Socket> socket = create_tcp_socket(nodes.Get(node), options.rack);
+    if (const auto rack = ns3::DynamicCast<RackTcpSocket>(socket))
+      rack->on_lost = [this](bool retransmission) {
+        ++(retransmission ? stats.lost_retransmissions : stats.early_losses);
+      };
+    return socket;
+  }
   void count_queue_drop(ns3::Ptr<const ns3::Packet>) { ++stats.dropped_packets; }
   void count_qdisc_drop(ns3::Ptr<const ns3::QueueDiscItem>) { ++stats.dropped_packets; }
   // ns-3 enters CA_LOSS exactly when the retransmission timer fires (a traced value reports
@@ -191,12 +202,16 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   // loses the race to the retransmission timer every time and the window collapses to one
   // segment per RTO. Linux acknowledges within 40 ms at most; so do we.
   Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(to_ns3(options.delayed_ack)));
+  // A lost SYN is sent again after 1 s in Linux (TCP_TIMEOUT_INIT), after 3 s in ns-3. The
+  // runtime connects on first use, often into a port that a collective is overflowing.
+  Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(Seconds(1)));
   // The rest is what Linux does, and what ns-3 3.37 does by default; pinned here so that another
   // ns-3 release (3.36 and older default to NewReno) cannot change the world under us: CUBIC
   // with HyStart, SACK, timestamps, window scaling, an initial window of 10 segments, Nagle off
   // (our real transport sets TCP_NODELAY), an ACK every 2 segments, proportional rate reduction.
-  // Known gaps to Linux: ns-3 has no RACK / tail loss probe, so a lost retransmission waits for
-  // the retransmission timer (>= min_rto); no TCP small queues, so a host's own drop-tail queue
+  // Known gaps to Linux: ns-3 has no RACK / tail loss probe, so a lost retransmission or a lost
+  // tail waits for the retransmission timer (>= min_rto); options.rack adds both
+  // (ns3_rack_socket.h). No TCP small queues, so a host's own drop-tail queue
   // can drop its segments (Linux keeps them in the socket buffer) and ACKs wait behind bulk data
   // (host_qdisc: tsq stands in for TSQ, see Ns3Options::host_tsq). Note: a
   // RcvBufSize below SndBufSize makes ns-3 3.37 crash in TcpRateLinux::SkbSent once the receive
@@ -277,8 +292,7 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
     const auto node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(r)]);
     rank_of_address[node_address[node].Get()] = r;
 
-    Ptr<Socket> listener = Socket::CreateSocket(nodes.Get(static_cast<std::uint32_t>(node)),
-                                                TcpSocketFactory::GetTypeId());
+    Ptr<Socket> listener = tcp_socket(static_cast<std::uint32_t>(node));
     listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), options.port));
     listener->Listen();
     listener->SetAcceptCallback(
@@ -505,7 +519,7 @@ void Ns3World::Impl::open(Connection& c) {
   const auto src_node =
       static_cast<std::uint32_t>(topo.worker_node[static_cast<std::size_t>(c.src)]);
   const auto dst_node = static_cast<std::size_t>(topo.worker_node[static_cast<std::size_t>(c.dst)]);
-  c.tx = Socket::CreateSocket(nodes.Get(src_node), TcpSocketFactory::GetTypeId());
+  c.tx = tcp_socket(src_node);
   c.tx->Bind();
   c.tx->SetConnectCallback(Callback<void, Ptr<Socket>>([this, &c](Ptr<Socket>) {
                              c.connected = true;
@@ -631,8 +645,7 @@ int Ns3World::start_background(const std::string& from, const std::string& to,
   }
   const int id = w.next_background++;
   const std::uint16_t port = static_cast<std::uint16_t>(20000 + id);
-  Ptr<Socket> sink = Socket::CreateSocket(w.nodes.Get(static_cast<std::uint32_t>(b)),
-                                          TcpSocketFactory::GetTypeId());
+  Ptr<Socket> sink = w.tcp_socket(static_cast<std::uint32_t>(b));
   sink->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
   sink->Listen();
   sink->SetAcceptCallback(
@@ -649,8 +662,7 @@ int Ns3World::start_background(const std::string& from, const std::string& to,
   Impl::Background& bg = w.backgrounds[id];
   bg.rate_bps = rate_bps;
   for (int f = 0; f < flows; ++f) {
-    Ptr<Socket> s = Socket::CreateSocket(w.nodes.Get(static_cast<std::uint32_t>(a)),
-                                         TcpSocketFactory::GetTypeId());
+    Ptr<Socket> s = w.tcp_socket(static_cast<std::uint32_t>(a));
     s->Bind();
     if (!rate_bps) {
       // Unpaced: keep the send buffer full.

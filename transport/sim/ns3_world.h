@@ -46,6 +46,10 @@ struct Ns3Options {
   // TSQ: without this its windows fill a host's drop-tail queue, and a host with a bulk flow
   // delays (and drops) its other connections' segments behind it.
   bool host_tsq = false;
+  // Linux's loss detection (RACK and the tail loss probe, ns3_rack_socket.h) in every TCP
+  // sender; without it a lost retransmission or a lost tail waits for the retransmission timer,
+  // as in stock ns-3.
+  bool rack = true;
   // Every runtime and background TCP sender's state every this often (0: never): tcp_samples().
   std::chrono::nanoseconds tcp_sample_every{0};
 };

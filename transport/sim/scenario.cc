@@ -972,10 +972,12 @@ Scenario Reader::build(const Node& root) const {
     fail(root, "",
          "expected a map of scenario settings (steps, topology, ...), got " + describe(root));
   }
+  // clang-format off
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "steps", "world", "flow_tcp", "topology",
                    "workload", "strategy", "optimizer", "chunk", "timeout", "policy", "elastic",
-                   "monitoring", "tcp_samples", "events", "sweep", "variants"});
+                   "monitoring", "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
+  // clang-format on
   Scenario sc;
   sc.file = file_;
   sc.name = std::filesystem::path(file_).stem().string();
@@ -1031,6 +1033,12 @@ Scenario Reader::build(const Node& root) const {
     if (sc.tcp_samples.count() != 0 && sc.tcp_samples < std::chrono::milliseconds(1)) {
       fail(*v, "tcp_samples", "must be 0 (off) or at least 1ms, got " + v->Scalar());
     }
+  }
+  if (const auto v = m.get("tcp_recovery")) {
+    const std::string r = scalar(*v, "tcp_recovery", "a TCP loss recovery");
+    if (r != "rack" && r != "rfc6675")
+      fail(*v, "tcp_recovery", "unknown TCP loss recovery '" + r + "' (known: rack, rfc6675)");
+    sc.tcp_recovery = r;
   }
   if (const auto v = m.get("policy")) sc.policies = policies(*v);
   if (const auto v = m.get("monitoring")) {

@@ -196,6 +196,11 @@ struct Scenario {
   // ns-3 world: every TCP sender's state (cwnd, ssthresh, srtt, bytes in flight, bytes acked)
   // every this often into tcp.csv; 0: never. The flow world has no TCP and ignores it.
   std::chrono::nanoseconds tcp_samples{0};
+  // ns-3 world: how a TCP sender finds losses. "rack": as Linux does by default
+  // (net.ipv4.tcp_recovery=1), a segment is lost once one sent after it has arrived, and a
+  // silent tail is probed; "rfc6675": ns-3 3.37's own recovery (three duplicate ACKs, else the
+  // retransmission timer). The flow world ignores it.
+  std::string tcp_recovery = "rack";
   std::optional<Sweep> sweep;
   std::vector<Variant> variants;  // empty: one run of this scenario
 };

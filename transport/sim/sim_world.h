@@ -31,6 +31,12 @@ struct WorldStats {
   // off, before the connection recovered counts once): each stalls that connection for at least
   // the minimum RTO, and a collective waits for its slowest connection.
   std::uint64_t retransmission_timeouts = 0;
+  // Lost retransmissions a TCP sender found and resent without waiting for the timer (ns-3 with
+  // tcp_recovery: rack): each a timeout Linux avoids and stock ns-3 would have taken.
+  std::uint64_t lost_retransmissions = 0;
+  // Segments a TCP sender found lost by RACK with fewer than three duplicate ACKs (the tail of a
+  // message): recovery entered at once, where stock ns-3 waits for the timer at a tail.
+  std::uint64_t early_losses = 0;
 };
 
 // One TCP sender's state at a moment (the scenario's tcp_samples): what `ss -tin` shows of a

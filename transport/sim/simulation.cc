@@ -99,6 +99,7 @@ std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology&
                                                        .compute_jitter = sc.workload.compute_jitter,
                                                        .host_fq_codel = sc.topology.host_fq_codel,
                                                        .host_tsq = sc.topology.host_tsq,
+                                                       .rack = sc.tcp_recovery == "rack",
                                                        .tcp_sample_every = sc.tcp_samples});
   }
   throw std::invalid_argument("unknown world '" + sc.world + "'");
@@ -309,7 +310,9 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                   {"message_bytes", stats.message_bytes},
                   {"background_bytes", stats.background_bytes},
                   {"dropped_packets", stats.dropped_packets},
-                  {"retransmission_timeouts", stats.retransmission_timeouts}};
+                  {"retransmission_timeouts", stats.retransmission_timeouts},
+                  {"lost_retransmissions", stats.lost_retransmissions},
+                  {"early_losses", stats.early_losses}};
   if (const auto* flow = dynamic_cast<const FlowWorld*>(&world)) {
     world_stats_["rate_solves"] = flow->flow_stats().rate_solves;
     world_stats_["solved_flows"] = flow->flow_stats().solved_flows;
