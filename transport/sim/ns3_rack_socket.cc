@@ -129,7 +129,8 @@ void RackTcpSocket::send_probe() {
   // The last segment sent again: new data would do as well, but a collective's message ends
   // with its last segment, and the next may not be queued yet.
   const auto last = std::prev(sent_at_.end());
-  const uint32_t bytes = static_cast<uint32_t>(m_tcb->m_highTxMark.Get() - last->first);
+  const uint32_t bytes = std::min(static_cast<uint32_t>(m_tcb->m_highTxMark.Get() - last->first),
+                                  m_tcb->m_segmentSize);
   if (bytes > 0) SendDataPacket(last->first, bytes, true);
 }
 
