@@ -27,6 +27,13 @@ ns3::TypeId RackTcpSocket::GetTypeId() {
 RackTcpSocket::RackTcpSocket(const RackTcpSocket& other)
     : ns3::TcpSocketBase(other), on_lost(other.on_lost) {}
 
+// The timers hold a plain pointer, as TcpSocketBase's own do (an event holding a Ptr would keep
+// the socket alive through its EventId: a cycle), and are cancelled with the socket.
+RackTcpSocket::~RackTcpSocket() {
+  reorder_timer_.Cancel();
+  probe_timer_.Cancel();
+}
+
 ns3::Ptr<ns3::TcpSocketBase> RackTcpSocket::Fork() {
   return ns3::CopyObject<RackTcpSocket>(this);
 }
@@ -99,8 +106,7 @@ void RackTcpSocket::detect_head_loss() {
   const ns3::Time window = m_tcb->m_minRtt == ns3::Time::Max() ? ns3::Time(0) : m_tcb->m_minRtt / 4;
   const ns3::Time wait = head->second.last + newest_rtt_ + window - ns3::Simulator::Now();
   if (wait.IsStrictlyPositive()) {
-    reorder_timer_ = ns3::Simulator::Schedule(wait, &RackTcpSocket::detect_head_loss,
-                                              ns3::Ptr<RackTcpSocket>(this));
+    reorder_timer_ = ns3::Simulator::Schedule(wait, &RackTcpSocket::detect_head_loss, this);
     return;
   }
   m_txBuffer->MarkHeadAsLost();
@@ -120,8 +126,7 @@ void RackTcpSocket::arm_probe() {
   // The retransmission timer, if sooner, acts instead.
   if (m_retxEvent.IsRunning() && ns3::TimeStep(m_retxEvent.GetTs()) <= ns3::Simulator::Now() + pto)
     return;
-  probe_timer_ =
-      ns3::Simulator::Schedule(pto, &RackTcpSocket::send_probe, ns3::Ptr<RackTcpSocket>(this));
+  probe_timer_ = ns3::Simulator::Schedule(pto, &RackTcpSocket::send_probe, this);
 }
 
 void RackTcpSocket::send_probe() {

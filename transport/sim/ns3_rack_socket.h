@@ -41,6 +41,7 @@ class RackTcpSocket : public ns3::TcpSocketBase {
   static ns3::TypeId GetTypeId();
   RackTcpSocket() = default;
   RackTcpSocket(const RackTcpSocket& other);  // what Fork copies: the settings, not the state
+  ~RackTcpSocket() override;
 
   // Called each time the oldest segment is found lost and sent again: `retransmission` when it
   // was a retransmission (a timeout avoided), else an original found lost with fewer than three
