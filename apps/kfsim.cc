@@ -223,6 +223,9 @@ int run_compare(const std::string& file, const std::vector<std::string>& overrid
               "faster",
               c.mean_abs_pct[i - 1], c.max_abs_pct[i - 1], c.mean_step_pct[i - 1],
               c.speedup[i - 1]);
+          // A numeric workload's learning costs the same wall time in every world.
+          if (r.learning_wall_seconds > 0 || c.runs[0].learning_wall_seconds > 0)
+            fmt::print(" ({:.0f}x without the learning)", c.world_speedup[i - 1]);
         }
         // What a fluid world leaves out and the packet world pays for: the usual reason the
         // two disagree.

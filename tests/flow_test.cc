@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <random>
@@ -32,6 +33,7 @@
 #include "transport/sim/sim_compute.h"
 #include "transport/sim/sim_port.h"
 #include "transport/sim/simulation.h"
+#include "transport/sim/timed_numeric_model.h"
 
 namespace kf {
 namespace {
@@ -1216,6 +1218,58 @@ TEST(FlowScenario, FlowTcpChoosesWindowsOrEqualSharesAndAnUnknownModelIsAnErrorA
 TEST(FlowScenario, AnUnknownWorldIsAnErrorAtItsPlace) {
   expect_error_at("steps: 1\ntopology: {hosts: 2}\nworld: foo\n", 3, 8,
                   "unknown world 'foo' (known: ns3, flow)");
+}
+
+// perf.json's learning_wall_seconds: the part of the wall time that is the numeric workload's own
+// (its data, its model's passes), the same in every world; zero without a numeric workload.
+TEST(FlowScenario, TheLearningsWallTimeIsCountedApartAndOnlyForNumericWorkloads) {
+  Simulation phantom(parse_scenario(kScenario, "flow-small.yaml", {"events=[]", "steps=3"}));
+  phantom.run();
+  EXPECT_EQ(phantom.perf()["learning_wall_seconds"].get<double>(), 0.0);
+
+  Simulation learning(parse_scenario(
+      "name: learning\nseed: 3\nsteps: 40\nworld: flow\n"
+      "topology: {kind: star, hosts: 4, link: {bandwidth: 1Gbps, latency: 20us}}\n"
+      "workload: {model: resnet56, device: k80, batch_per_worker: 256,\n"
+      "  numeric: {model: mlp, hidden: 64, features: 64, classes: 4, train: 16384, test: 4096,\n"
+      "            eval_every: 1}}\n",
+      "learning.yaml", {}));
+  learning.run();
+  ASSERT_TRUE(learning.summary()["errors"].empty()) << learning.summary()["errors"].dump();
+  const auto perf = learning.perf();
+  const double wall = perf["wall_seconds"].get<double>();
+  const double learn = perf["learning_wall_seconds"].get<double>();
+  EXPECT_GT(learn, 0.0);
+  EXPECT_LE(learn, wall);
+}
+
+TEST(TimedNumericModel, GivesTheModelsOwnResultsAndAddsTheTimeTheyTook) {
+  const std::shared_ptr<const NumericModel> plain = make_numeric_model("mlp", 8, 3, 16);
+  auto seconds = std::make_shared<double>(0.0);
+  const TimedNumericModel timed(plain, seconds);
+  EXPECT_EQ(timed.name(), plain->name());
+  EXPECT_EQ(timed.tensors(), plain->tensors());
+  const std::vector<float> params = timed.initial_parameters(7);
+  EXPECT_EQ(params, plain->initial_parameters(7));
+
+  Dataset data{.features = 8, .classes = 3};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> x;
+  for (int i = 0; i < 64; ++i) {
+    for (int f = 0; f < 8; ++f)
+      data.x.push_back(x(rng));
+    data.y.push_back(i % 3);
+  }
+  std::vector<std::size_t> batch(64);
+  std::iota(batch.begin(), batch.end(), 0);
+  std::vector<float> g1(params.size()), g2(params.size());
+  EXPECT_EQ(timed.loss_and_gradient(params, data, batch, g1),
+            plain->loss_and_gradient(params, data, batch, g2));
+  EXPECT_EQ(g1, g2);
+  const double after_gradient = *seconds;
+  EXPECT_GT(after_gradient, 0.0);
+  EXPECT_EQ(timed.evaluate(params, data).loss, plain->evaluate(params, data).loss);
+  EXPECT_GT(*seconds, after_gradient);
 }
 
 }  // namespace

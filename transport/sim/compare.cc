@@ -22,8 +22,10 @@ Comparison compare_worlds(const Scenario& scenario, const std::vector<std::strin
     Simulation sim(variant);
     sim.run();
     sim.write(out + "/" + world);
+    const nlohmann::json perf = sim.perf();
     WorldRun run{.world = world,
-                 .wall_seconds = sim.perf()["wall_seconds"].get<double>(),
+                 .wall_seconds = perf["wall_seconds"].get<double>(),
+                 .learning_wall_seconds = perf["learning_wall_seconds"].get<double>(),
                  .summary = sim.summary()};
     for (const auto& s : sim.recorder().cluster_steps())
       run.step_seconds.push_back(to_seconds(s.end - s.begin));
@@ -48,6 +50,8 @@ Comparison compare_worlds(const Scenario& scenario, const std::vector<std::strin
     c.max_abs_pct.push_back(worst);
     c.mean_step_pct.push_back(ref_total > 0 ? (total / ref_total - 1) * 100 : 0.0);
     c.speedup.push_back(r.wall_seconds > 0 ? ref.wall_seconds / r.wall_seconds : 0.0);
+    const double own = r.wall_seconds - r.learning_wall_seconds;
+    c.world_speedup.push_back(own > 0 ? (ref.wall_seconds - ref.learning_wall_seconds) / own : 0.0);
   }
 
   std::filesystem::create_directories(out);

@@ -16,6 +16,7 @@ struct WorldRun {
   std::string world;
   std::vector<double> step_seconds;  // per cluster step, in step order
   double wall_seconds = 0;
+  double learning_wall_seconds = 0;  // of wall_seconds, the numeric model's (the same in any world)
   nlohmann::json summary;
 };
 
@@ -27,6 +28,9 @@ struct Comparison {
   std::vector<double> max_abs_pct;
   std::vector<double> mean_step_pct;
   std::vector<double> speedup;  // reference wall time / this world's
+  // The same, each wall time less its learning arithmetic: the worlds' own costs. Equal to
+  // speedup when the workload has no numeric model.
+  std::vector<double> world_speedup;
 };
 
 // Runs `scenario` in each of `worlds` (records into `out`/WORLD/), then writes `out`/compare.csv:

@@ -4,12 +4,15 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "runtime/engine.h"
 #include "transport/sim/flow_world.h"
 #include "transport/sim/sim_membership.h"
+#include "transport/sim/timed_numeric_model.h"
 #ifdef KF_WITH_NS3
 #include "transport/sim/ns3_world.h"
 #endif
@@ -52,9 +55,11 @@ std::string describe(const Trigger& t) {
   return fmt::format("{:.6f}s", to_seconds(*t.time));
 }
 
-// The scenario's numeric task: its model and data, made once and shared by every worker.
-NumericOptions numeric_options(const Scenario& sc) {
+// The scenario's numeric task: its model and data, made once and shared by every worker. Making
+// the data and the model's passes add their wall time to `learning_seconds`.
+NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learning_seconds) {
   const NumericConfig& c = *sc.workload.numeric;
+  std::optional<LearningClock> clock(std::in_place, *learning_seconds);
   auto [tr, te] = load_dataset(c.dataset, c.path,
                                {.features = c.features,
                                 .classes = c.classes,
@@ -63,9 +68,12 @@ NumericOptions numeric_options(const Scenario& sc) {
                                 .separation = c.separation,
                                 .noise = c.noise,
                                 .seed = sc.seed});
+  clock.reset();
   auto train = std::make_shared<Dataset>(std::move(tr));
   auto test = std::make_shared<Dataset>(std::move(te));
-  return {.model = make_numeric_model(c.model, train->features, train->classes, c.hidden),
+  return {.model = std::make_shared<TimedNumericModel>(
+              make_numeric_model(c.model, train->features, train->classes, c.hidden),
+              std::move(learning_seconds)),
           .train = train,
           .test = test,
           .sync = sc.optimizer,
@@ -123,6 +131,7 @@ Simulation::~Simulation() = default;
 
 void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
   const auto wall_start = std::chrono::steady_clock::now();
+  const auto learning_seconds = std::make_shared<double>(0.0);
   const PhysicalTopology topo = build_topology(scenario_.topology);
   const std::unique_ptr<SimWorld> world_owner = make_world(scenario_, topo);
   SimWorld& world = *world_owner;
@@ -157,7 +166,8 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                                  .ping_every = scenario_.ping_every};
   if (scenario_.workload.numeric) {
     trainer_options.learning_rate = scenario_.workload.numeric->learning_rate;
-    trainer_options.program = [numeric = numeric_options(scenario_)](int rank, int size) {
+    trainer_options.program = [numeric = numeric_options(scenario_, learning_seconds)](int rank,
+                                                                                       int size) {
       return std::make_unique<NumericProgram>(numeric, rank, size);
     };
   }
@@ -336,6 +346,7 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   membership.reset();
   wall_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  learning_wall_seconds_ = *learning_seconds;
 }
 
 nlohmann::json Simulation::summary() const {
@@ -385,6 +396,9 @@ nlohmann::json Simulation::summary() const {
 
 nlohmann::json Simulation::perf() const {
   return {{"wall_seconds", wall_seconds_},
+          // Of wall_seconds, the numeric model's forward and backward passes: the same in every
+          // world.
+          {"learning_wall_seconds", learning_wall_seconds_},
           {"simulated_seconds", simulated_seconds_},
           {"simulator_events", simulator_events_},
           {"events_per_wall_second", wall_seconds_ > 0 ? simulator_events_ / wall_seconds_ : 0.0},

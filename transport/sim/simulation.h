@@ -43,6 +43,7 @@ class Simulation {
   nlohmann::json world_stats_;
   std::string tcp_csv_;  // the ns-3 world's TCP samples, empty if none
   double wall_seconds_ = 0;
+  double learning_wall_seconds_ = 0;
   double simulated_seconds_ = 0;
   std::uint64_t simulator_events_ = 0;
   double per_sample_seconds_ = 0;
