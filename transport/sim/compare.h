@@ -16,7 +16,7 @@ struct WorldRun {
   std::string world;
   std::vector<double> step_seconds;  // per cluster step, in step order
   double wall_seconds = 0;
-  double learning_wall_seconds = 0;  // of wall_seconds, the numeric model's (the same in any world)
+  double learning_wall_seconds = 0;  // of wall_seconds, the learning (the same in any world)
   nlohmann::json summary;
 };
 

@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <optional>
 #include <stdexcept>
 
 #include "runtime/engine.h"
@@ -59,16 +58,17 @@ std::string describe(const Trigger& t) {
 // the data and the model's passes add their wall time to `learning_seconds`.
 NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learning_seconds) {
   const NumericConfig& c = *sc.workload.numeric;
-  std::optional<LearningClock> clock(std::in_place, *learning_seconds);
-  auto [tr, te] = load_dataset(c.dataset, c.path,
-                               {.features = c.features,
-                                .classes = c.classes,
-                                .train = c.train,
-                                .test = c.test,
-                                .separation = c.separation,
-                                .noise = c.noise,
-                                .seed = sc.seed});
-  clock.reset();
+  auto [tr, te] = [&] {
+    const LearningClock clock(*learning_seconds);
+    return load_dataset(c.dataset, c.path,
+                        {.features = c.features,
+                         .classes = c.classes,
+                         .train = c.train,
+                         .test = c.test,
+                         .separation = c.separation,
+                         .noise = c.noise,
+                         .seed = sc.seed});
+  }();
   auto train = std::make_shared<Dataset>(std::move(tr));
   auto test = std::make_shared<Dataset>(std::move(te));
   return {.model = std::make_shared<TimedNumericModel>(
@@ -396,8 +396,8 @@ nlohmann::json Simulation::summary() const {
 
 nlohmann::json Simulation::perf() const {
   return {{"wall_seconds", wall_seconds_},
-          // Of wall_seconds, the numeric model's forward and backward passes: the same in every
-          // world.
+          // Of wall_seconds, a numeric workload's learning (making its data set, the model's
+          // passes): the same in every world.
           {"learning_wall_seconds", learning_wall_seconds_},
           {"simulated_seconds", simulated_seconds_},
           {"simulator_events", simulator_events_},
