@@ -7,9 +7,9 @@
 #include <iostream>
 
 #include "bench/kfbench_run.h"
-#include "transport/gpu/gpu.h"
-#include "transport/real/flags.h"
-#include "transport/real/peer.h"
+#include "gpu/gpu.h"
+#include "launch/flags.h"
+#include "launch/peer.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kfbench: KungFu collective benchmarks (nccl-tests flags); run it under kfrun"};

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "transport/real/cluster_json.h"
-#include "transport/real/config_server.h"
-#include "transport/real/flags.h"
+#include "launch/cluster_json.h"
+#include "launch/config_server.h"
+#include "launch/flags.h"
 
 namespace {
 

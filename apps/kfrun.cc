@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "policies/registry.h"
-#include "transport/real/config_client.h"
-#include "transport/real/config_server.h"
-#include "transport/real/elastic_supervisor.h"
-#include "transport/real/flags.h"
-#include "transport/real/launch_plan.h"
-#include "transport/real/supervisor.h"
+#include "launch/config_client.h"
+#include "launch/config_server.h"
+#include "launch/elastic_supervisor.h"
+#include "launch/flags.h"
+#include "launch/launch_plan.h"
+#include "launch/supervisor.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kfrun: start KungFu workers on this host (flags as kungfu-run)"};

@@ -22,10 +22,10 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "transport/sim/compare.h"
-#include "transport/sim/scenario.h"
-#include "transport/sim/simulation.h"
-#include "transport/sim/variants.h"
+#include "sim/compare.h"
+#include "sim/scenario/scenario.h"
+#include "sim/simulation.h"
+#include "sim/variants.h"
 
 namespace {
 

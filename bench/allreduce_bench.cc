@@ -14,7 +14,7 @@
 
 #include "runtime/collectives.h"
 #include "topology/strategy.h"
-#include "transport/real/inproc_world.h"
+#include "real/inproc_world.h"
 
 namespace kf {
 namespace {

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "runtime/half.h"
-#include "transport/gpu/cuda_device.h"
-#include "transport/gpu/gpu.h"
-#include "transport/gpu/reduce_kernels.h"
-#include "transport/real/flags.h"
+#include "gpu/cuda_device.h"
+#include "gpu/gpu.h"
+#include "gpu/reduce_kernels.h"
+#include "launch/flags.h"
 
 namespace {
 

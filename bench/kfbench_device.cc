@@ -11,7 +11,7 @@
 
 #include "bench/kfbench_run.h"
 #include "bench/nccl_table.h"
-#include "transport/gpu/gpu.h"
+#include "gpu/gpu.h"
 
 namespace kf::bench {
 

@@ -21,7 +21,7 @@
 
 #include "bench/nccl_table.h"
 #include "runtime/half.h"
-#include "transport/real/fd.h"
+#include "real/fd.h"
 
 namespace kf::bench {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "runtime/dtype.h"
 #include "runtime/reduce.h"
-#include "transport/real/peer.h"
+#include "launch/peer.h"
 
 namespace kf::bench {
 

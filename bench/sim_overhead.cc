@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "runtime/collectives.h"
-#include "transport/sim/ns3_world.h"
+#include "sim/ns3/ns3_world.h"
 
 namespace kf {
 namespace {

@@ -1,4 +1,4 @@
-# The GPU world (issue 8): CUDA kernels, NCCL and cuBLAS under transport/gpu. KF_WITH_CUDA is on
+# The GPU world: CUDA kernels, NCCL and cuBLAS under gpu/. KF_WITH_CUDA is on
 # when nvcc, the CUDA toolkit (cudart, cuBLAS) and NCCL are found; /usr/local/cuda is looked at
 # first. Without a GPU everything still builds and links; GPU tests skip at run time.
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)

@@ -1,6 +1,6 @@
 // Device: a compute device (a GPU) as the runtime sees it, a plain interface with no CUDA in it
 // (the seam: runtime/ never includes a CUDA header). The real world implements it on CUDA
-// (transport/gpu/cuda_device.h); a test can implement it on host memory.
+// (gpu/cuda_device.h); a test can implement it on host memory.
 //
 // Memory is device memory unless named pinned (page-locked host memory the device copies to and
 // from at full speed, asynchronously). Work is queued on streams: work on one stream runs in

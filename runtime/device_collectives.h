@@ -3,7 +3,7 @@
 //
 // Device strategies (the `-strategy` names of device-buffer allreduce, parsed case-insensitively):
 //   NCCL               NCCL's own allreduce over a communicator of every worker
-//                      (transport/gpu; 16-bit integers go through an NCCL allgather and a fold).
+//                      (gpu/; 16-bit integers go through an NCCL allgather and a fold).
 //   NCCL_HIERARCHICAL  NCCL reduce inside each host to its master, the runtime's allreduce across
 //                      the host masters over TCP (a binary tree over the masters, as
 //                      BINARY_TREE_STAR does across hosts) through pinned host staging, then NCCL

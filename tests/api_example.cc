@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/real/peer.h"
+#include "launch/peer.h"
 
 int main() {
   kf::Peer peer = kf::Peer::from_env();  // kfrun, torchrun, mpirun, srun, or alone

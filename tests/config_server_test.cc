@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "transport/real/cluster_json.h"
-#include "transport/real/config_client.h"
-#include "transport/real/config_server.h"
+#include "launch/cluster_json.h"
+#include "launch/config_client.h"
+#include "launch/config_server.h"
 
 namespace kf {
 namespace {

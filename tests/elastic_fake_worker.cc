@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "runtime/cluster_spec.h"
-#include "transport/real/config_client.h"
-#include "transport/real/launch_plan.h"
-#include "transport/real/worker_env.h"
+#include "launch/config_client.h"
+#include "launch/launch_plan.h"
+#include "launch/worker_env.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "transport/real/event_loop.h"
+#include "real/event_loop.h"
 
 #include <gtest/gtest.h>
 
@@ -82,7 +82,7 @@ TEST(EventLoop, StopDropsPendingWork) {
 }  // namespace
 }  // namespace kf
 
-#include "transport/real/local_compute.h"
+#include "real/local_compute.h"
 
 namespace kf {
 namespace {

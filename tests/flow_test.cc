@@ -22,18 +22,18 @@
 #include <tuple>
 
 #include "harness.h"
-#include "transport/sim/event_queue.h"
-#include "transport/sim/flow_network.h"
-#include "transport/sim/flow_tcp.h"
-#include "transport/sim/flow_world.h"
-#include "transport/sim/lane_queue.h"
-#include "transport/sim/radix_heap.h"
-#include "transport/sim/ring_queue.h"
-#include "transport/sim/scenario.h"
-#include "transport/sim/sim_compute.h"
-#include "transport/sim/sim_port.h"
-#include "transport/sim/simulation.h"
-#include "transport/sim/timed_numeric_model.h"
+#include "sim/flow/event_queue.h"
+#include "sim/flow/flow_network.h"
+#include "sim/flow/flow_tcp.h"
+#include "sim/flow/flow_world.h"
+#include "sim/flow/lane_queue.h"
+#include "sim/flow/radix_heap.h"
+#include "sim/flow/ring_queue.h"
+#include "sim/scenario/scenario.h"
+#include "sim/sim_compute.h"
+#include "sim/sim_port.h"
+#include "sim/simulation.h"
+#include "sim/timed_numeric_model.h"
 
 namespace kf {
 namespace {

@@ -23,14 +23,14 @@
 #include "harness.h"
 #include "runtime/device_collectives.h"
 #include "runtime/reduce.h"
-#include "transport/gpu/gpu.h"
-#include "transport/real/peer.h"
+#include "gpu/gpu.h"
+#include "launch/peer.h"
 
 #ifdef KF_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "transport/gpu/cuda_device.h"
-#include "transport/gpu/reduce_kernels.h"
+#include "gpu/cuda_device.h"
+#include "gpu/reduce_kernels.h"
 #endif
 
 namespace kf {

@@ -15,7 +15,7 @@
 #include "runtime/buffer.h"
 #include "runtime/collectives.h"
 #include "runtime/half.h"
-#include "transport/real/inproc_world.h"
+#include "real/inproc_world.h"
 
 namespace kf::testing {
 

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "net_helpers.h"
-#include "transport/real/config_server.h"
-#include "transport/real/launch_plan.h"
+#include "launch/config_server.h"
+#include "launch/launch_plan.h"
 
 namespace kf {
 namespace {

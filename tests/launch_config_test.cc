@@ -3,9 +3,9 @@
 // torchrun's, Open MPI's and Slurm's variables.
 #include <gtest/gtest.h>
 
-#include "transport/real/flags.h"
-#include "transport/real/launch_plan.h"
-#include "transport/real/worker_env.h"
+#include "launch/flags.h"
+#include "launch/launch_plan.h"
+#include "launch/worker_env.h"
 
 namespace kf {
 namespace {

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "transport/real/epoll_loop.h"
-#include "transport/real/socket_transport.h"
+#include "real/epoll_loop.h"
+#include "real/socket_transport.h"
 
 namespace kf::testing {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/real/peer.h"
+#include "launch/peer.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Scenario files: the full schema, defaults, units, and every class of error with its position.
-#include "transport/sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 #include <gtest/gtest.h>
 

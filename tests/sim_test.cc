@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "harness.h"
-#include "transport/sim/ns3_world.h"
-#include "transport/sim/scenario.h"
-#include "transport/sim/simulation.h"
-#include "transport/sim/variants.h"
+#include "sim/ns3/ns3_world.h"
+#include "sim/scenario/scenario.h"
+#include "sim/simulation.h"
+#include "sim/variants.h"
 
 namespace kf {
 namespace {

@@ -17,9 +17,9 @@
 #include <thread>
 
 #include "net_helpers.h"
-#include "transport/real/handshake.h"
-#include "transport/real/peer.h"
-#include "transport/real/wire.h"
+#include "real/handshake.h"
+#include "launch/peer.h"
+#include "real/wire.h"
 
 namespace kf::testing {
 namespace {

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "transport/real/inproc_world.h"
-#include "transport/real/local_compute.h"
+#include "real/inproc_world.h"
+#include "real/local_compute.h"
 #include "workloads/dataset.h"
 #include "workloads/gradient_monitors.h"
 #include "workloads/numeric_model.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "transport/real/wire.h"
+#include "real/wire.h"
 
 namespace kf::wire {
 namespace {

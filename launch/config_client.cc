@@ -1,0 +1,147 @@
+#include "launch/config_client.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+#include "launch/cluster_json.h"
+
+namespace kf {
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+// Trims the body an error reply carries to one readable line.
+std::string reason_of(const std::string& body) {
+  std::string r = body.substr(0, 300);
+  while (!r.empty() && (r.back() == '\n' || r.back() == '\r' || r.back() == ' '))
+    r.pop_back();
+  return r.empty() ? "no reason given" : r;
+}
+
+}  // namespace
+
+ConfigClient::ConfigClient(const std::string& url, std::string token,
+                           std::chrono::milliseconds timeout)
+    : url_(url), token_(std::move(token)), timeout_(timeout) {
+  const auto bad = [&](const char* why) {
+    return std::invalid_argument(
+        fmt::format("config server URL '{}': {} (want http://host:port[/config])", url, why));
+  };
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) throw bad("no scheme");
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "http") throw bad("only http is served");
+  const auto rest_begin = scheme_end + 3;
+  const auto slash = url.find('/', rest_begin);
+  const std::string host_port = url.substr(rest_begin, slash - rest_begin);
+  const auto colon = host_port.rfind(':');
+  if (host_port.empty() || colon == 0) throw bad("no host");
+  if (colon == std::string::npos) throw bad("no port");
+  const std::string port = host_port.substr(colon + 1);
+  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
+      port.size() > 5 || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    throw bad("port must be 1..65535");
+  }
+  scheme_host_ = scheme + "://" + host_port;
+  path_ = slash == std::string::npos ? "/" : url.substr(slash);
+  if (path_ == "/") path_ = "/config";
+}
+
+namespace {
+
+// One request on a fresh connection; returns the response or throws naming the URL.
+template <class Send>
+httplib::Response call(const std::string& scheme_host, const std::string& url,
+                       const std::string& token, std::chrono::milliseconds timeout,
+                       const char* method, Send send) {
+  httplib::Client http(scheme_host);
+  http.set_connection_timeout(timeout);
+  http.set_read_timeout(timeout);
+  http.set_write_timeout(timeout);
+  http.set_keep_alive(false);
+  if (!token.empty()) http.set_bearer_token_auth(token);
+  auto result = send(http);
+  if (!result) {
+    throw std::runtime_error(fmt::format("config server {} {}: {} (timeout {} ms)", method, url,
+                                         httplib::to_string(result.error()), timeout.count()));
+  }
+  return *result;
+}
+
+[[noreturn]] void throw_status(const char* method, const std::string& url,
+                               const httplib::Response& res) {
+  throw std::runtime_error(fmt::format("config server {} {}: HTTP {}: {}", method, url, res.status,
+                                       reason_of(res.body)));
+}
+
+ClusterSpec parse_reply(const char* method, const std::string& url, const httplib::Response& res) {
+  try {
+    return cluster_from_json(res.body);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(
+        fmt::format("config server {} {}: bad reply: {}", method, url, e.what()));
+  }
+}
+
+}  // namespace
+
+std::optional<ClusterSpec> ConfigClient::get() const {
+  const auto res = call(scheme_host_, url_, token_, timeout_, "GET",
+                        [&](httplib::Client& c) { return c.Get(path_); });
+  if (res.status == 404) return std::nullopt;
+  if (res.status != 200) throw_status("GET", url_, res);
+  return parse_reply("GET", url_, res);
+}
+
+ClusterSpec ConfigClient::put(const ClusterSpec& spec) const {
+  const auto body = cluster_to_json(spec);
+  const auto res = call(scheme_host_, url_, token_, timeout_, "PUT",
+                        [&](httplib::Client& c) { return c.Put(path_, body, kJson); });
+  if (res.status != 200) throw_status("PUT", url_, res);
+  return parse_reply("PUT", url_, res);
+}
+
+ClusterSpec ConfigClient::reset(const ClusterSpec& spec) const {
+  const auto body = cluster_to_json(spec);
+  const auto res = call(scheme_host_, url_, token_, timeout_, "POST",
+                        [&](httplib::Client& c) { return c.Post(path_, body, kJson); });
+  if (res.status != 200) throw_status("POST", url_, res);
+  return parse_reply("POST", url_, res);
+}
+
+void ConfigClient::clear() const {
+  const auto res = call(scheme_host_, url_, token_, timeout_, "DELETE",
+                        [&](httplib::Client& c) { return c.Delete(path_); });
+  if (res.status != 200) throw_status("DELETE", url_, res);
+}
+
+ClusterSpec wait_for_version(const ConfigClient& client, std::uint64_t min_version,
+                             std::chrono::milliseconds timeout,
+                             std::chrono::milliseconds poll_interval) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last = "nothing yet";
+  while (true) {
+    try {
+      if (auto spec = client.get()) {
+        if (spec->version() >= min_version) return *spec;
+        last = fmt::format("version {}", spec->version());
+      } else {
+        last = "no config stored";
+      }
+    } catch (const std::runtime_error& e) {
+      last = e.what();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(poll_interval, deadline - now));
+  }
+  throw std::runtime_error(fmt::format("config server {}: no version >= {} within {} ms (last: {})",
+                                       client.url(), min_version, timeout.count(), last));
+}
+
+}  // namespace kf

@@ -1,0 +1,178 @@
+#include "launch/config_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <openssl/crypto.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "launch/cluster_json.h"
+
+namespace kf {
+namespace {
+
+constexpr const char* kJson = "application/json";
+constexpr const char* kText = "text/plain";
+
+// Parses and validates a request body; the reason on failure.
+std::optional<std::string> parse_spec(const std::string& body, ClusterSpec& out) {
+  try {
+    out = cluster_from_json(body);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  if (auto problem = out.problem()) return "invalid cluster: " + *problem;
+  return std::nullopt;
+}
+
+void fail(httplib::Response& res, int status, const std::string& reason) {
+  res.status = status;
+  res.set_content(reason + "\n", kText);
+}
+
+}  // namespace
+
+struct ConfigServer::Impl {
+  ConfigServerOptions options;
+  std::string expected_auth;  // "Bearer <token>", empty without a token
+  httplib::Server http;
+  std::thread thread;
+  std::atomic<bool> finished{false};
+  int port = 0;
+  std::mutex stop_mu;
+
+  mutable std::mutex mu;
+  std::optional<ClusterSpec> spec;
+
+  bool authorized(const httplib::Request& req) const {
+    if (expected_auth.empty()) return true;
+    const std::string got = req.get_header_value("Authorization");
+    // Lengths may differ in the open; the bytes are compared in constant time.
+    return got.size() == expected_auth.size() &&
+           CRYPTO_memcmp(got.data(), expected_auth.data(), got.size()) == 0;
+  }
+
+  void get(httplib::Response& res) {
+    std::lock_guard lock(mu);
+    if (!spec) return fail(res, 404, "no cluster config");
+    res.set_content(cluster_to_json(*spec), kJson);
+  }
+
+  void put(const httplib::Request& req, httplib::Response& res) {
+    ClusterSpec next;
+    if (auto reason = parse_spec(req.body, next)) return fail(res, 400, *reason);
+    std::lock_guard lock(mu);
+    const std::uint64_t old = spec ? spec->version() : 0;
+    spec = ClusterSpec(std::max<std::uint64_t>(old + 1, 1), next.runners(), next.workers());
+    res.set_content(cluster_to_json(*spec), kJson);
+  }
+
+  void reset(const httplib::Request& req, httplib::Response& res) {
+    ClusterSpec next;
+    if (auto reason = parse_spec(req.body, next)) return fail(res, 400, *reason);
+    std::lock_guard lock(mu);
+    spec = next;
+    res.set_content(cluster_to_json(*spec), kJson);
+  }
+
+  void clear(httplib::Response& res) {
+    std::lock_guard lock(mu);
+    spec.reset();
+    res.set_content("cleared\n", kText);
+  }
+
+  void routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.path == "/health" || authorized(req))
+        return httplib::Server::HandlerResponse::Unhandled;
+      fail(res, 401, "missing or wrong bearer token");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", kText);
+    });
+    http.Get("/config", [this](const httplib::Request&, httplib::Response& res) { get(res); });
+    http.Put("/config",
+             [this](const httplib::Request& req, httplib::Response& res) { put(req, res); });
+    http.Post("/config",
+              [this](const httplib::Request& req, httplib::Response& res) { reset(req, res); });
+    http.Delete("/config", [this](const httplib::Request&, httplib::Response& res) { clear(res); });
+    if (options.verbose) {
+      http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+        std::fprintf(stderr, "%s",
+                     fmt::format("[kfconfig] {}:{} {} {} -> {} ({} bytes)\n", req.remote_addr,
+                                 req.remote_port, req.method, req.path, res.status, res.body.size())
+                         .c_str());
+      });
+    }
+  }
+};
+
+ConfigServer::ConfigServer(ConfigServerOptions options) : impl_(std::make_unique<Impl>()) {
+  auto& s = *impl_;
+  if (options.initial) {
+    if (auto problem = options.initial->problem()) {
+      throw std::invalid_argument("initial cluster config: " + *problem);
+    }
+    s.spec = options.initial;
+  }
+  if (!options.token.empty()) s.expected_auth = "Bearer " + options.token;
+  s.options = std::move(options);
+  s.routes();
+  // Short timeouts so stop() never waits long on an idle keep-alive or a silent client.
+  s.http.set_keep_alive_timeout(1);
+  s.http.set_read_timeout(std::chrono::seconds(2));
+  s.http.set_write_timeout(std::chrono::seconds(2));
+  s.http.set_payload_max_length(1 << 20);
+  // httplib's default is SO_REUSEPORT, which lets a second server share a taken port silently;
+  // SO_REUSEADDR only allows a restart over TIME_WAIT.
+  s.http.set_socket_options([](int fd) {
+    const int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  const auto& addr = s.options.addr;
+  if (s.options.port == 0) {
+    s.port = s.http.bind_to_any_port(addr);
+  } else {
+    s.port = s.http.bind_to_port(addr, s.options.port) ? s.options.port : -1;
+  }
+  if (s.port <= 0) {
+    throw std::runtime_error(
+        fmt::format("config server: cannot listen on {}:{}", addr, s.options.port));
+  }
+  s.thread = std::thread([&s] {
+    s.http.listen_after_bind();
+    s.finished = true;
+  });
+  // httplib's stop() is a no-op until the loop runs, so be sure it does before handing out.
+  while (!s.http.is_running() && !s.finished) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+ConfigServer::~ConfigServer() {
+  stop();
+}
+
+std::uint16_t ConfigServer::port() const {
+  return static_cast<std::uint16_t>(impl_->port);
+}
+
+std::optional<ClusterSpec> ConfigServer::current() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->spec;
+}
+
+void ConfigServer::stop() {
+  std::lock_guard lock(impl_->stop_mu);
+  impl_->http.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace kf

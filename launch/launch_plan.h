@@ -1,0 +1,66 @@
+// What kfrun computes before starting anything, as pure functions (tested without processes):
+// the host list (-H or -hostfile), the global worker list every runner derives identically
+// (host by host, slot j on a host listening on port-range begin + j), this runner's own IP (-self
+// or -nic), and the KUNGFU_* environment of each local worker.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/cluster_spec.h"
+#include "launch/worker_env.h"
+
+namespace kf {
+
+struct HostSlots {
+  std::string ip;
+  int slots = 1;
+  bool operator==(const HostSlots&) const = default;
+};
+
+struct PortRange {
+  std::uint16_t begin = 10000;
+  std::uint16_t end = 11000;  // inclusive
+};
+
+// All throw std::invalid_argument naming the bad text.
+std::vector<HostSlots> parse_host_list(std::string_view text);     // "ip:slots,ip:slots"
+std::vector<HostSlots> parse_hostfile(std::string_view contents);  // lines "IP slots=N", # comments
+PortRange parse_port_range(std::string_view text);                 // "10000-11000"
+// The first np slots over the hosts in order; one runner per host, also on hosts with no worker.
+ClusterSpec plan_cluster(const std::vector<HostSlots>& hosts, int np, PortRange ports,
+                         std::uint16_t runner_port = kDefaultRunnerPort);
+// The IPv4 address of a network interface ("eth0"); throws if it has none.
+std::string interface_ip(const std::string& nic);
+
+struct WorkerLaunch {
+  PeerID id;
+  int rank = 0;
+  EnvMap env;  // the KUNGFU_* variables to add
+};
+// The workers of `cluster` on host `self`, with their environment.
+std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::string& self,
+                                        const std::string& strategy,
+                                        const std::string& config_server);
+
+std::string join_peers(const std::vector<PeerID>& ids);             // "h:p,h:p"
+std::string format_host_list(const std::vector<HostSlots>& hosts);  // "ip:slots,ip:slots"
+std::string format_port_range(PortRange ports);                     // "10000-11000"
+
+// Elastic mode (kfrun -w): what every worker is told besides local_workers()'s variables, so it
+// can propose a resized cluster (ClusterSpec::resized(n, ports.begin, slots)).
+struct ElasticEnv {
+  std::string host_slots;  // KUNGFU_HOST_SLOTS, format_host_list(-H)
+  std::string port_range;  // KUNGFU_PORT_RANGE, format_port_range(-port-range)
+};
+// local_workers() plus KUNGFU_ELASTIC=1, KUNGFU_HOST_SLOTS, KUNGFU_PORT_RANGE and, for workers
+// started because a new cluster version added them, KUNGFU_JOINING=1.
+std::vector<WorkerLaunch> elastic_local_workers(const ClusterSpec& cluster, const std::string& self,
+                                                const std::string& strategy,
+                                                const std::string& config_server,
+                                                const ElasticEnv& elastic, bool joining);
+
+}  // namespace kf

@@ -1,0 +1,132 @@
+// kf::Peer: the public C++ API for users' own programs in the real world. One Peer per process:
+// it owns the event loop thread, the socket transport and the collective engine, and offers
+// blocking calls plus async versions returning a Handle.
+//
+//   kf::Peer peer = kf::Peer::from_env();          // identity from kfrun / torchrun / mpirun /
+//   srun std::vector<float> grad(n); kf::Status s = peer.allreduce(std::span<float>(grad),
+//   kf::ReduceOp::avg);
+//
+// Every peer must issue the same collectives in the same order (or give them the same explicit
+// names). Buffers must stay valid until the call (or the handle's wait) returns. Call from any
+// thread except the peer's own loop (that is, not from inside an engine callback).
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "runtime/buffer.h"
+#include "runtime/engine.h"
+#include "runtime/reduce.h"
+#include "runtime/status.h"
+#include "real/socket_transport.h"
+#include "launch/worker_env.h"
+
+namespace kf {
+
+struct PeerOptions {
+  EngineOptions engine;              // strategy: overridden by KUNGFU_ALLREDUCE_STRATEGY if set
+  SocketTransportOptions transport;  // secret: KUNGFU_SECRET when empty
+  bool wait_for_peers = true;        // the constructor waits (bounded) until all are connected
+  Duration shutdown_limit = std::chrono::seconds(5);  // orderly close waits at most this long
+};
+
+// The outcome of an async call; wait() may be called more than once and from any thread.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_future<Status> f) : future_(std::move(f)) {}
+  Status wait() const { return future_.get(); }
+  // The status once done, or nullopt if `limit` passed first.
+  std::optional<Status> wait_for(Duration limit) const;
+  bool ready() const { return wait_for(Duration::zero()).has_value(); }
+
+ private:
+  std::shared_future<Status> future_;
+};
+
+template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  if constexpr (std::is_same_v<T, double>) return DType::f64;
+  if constexpr (std::is_same_v<T, std::int8_t>) return DType::i8;
+  if constexpr (std::is_same_v<T, std::int16_t>) return DType::i16;
+  if constexpr (std::is_same_v<T, std::int32_t>) return DType::i32;
+  if constexpr (std::is_same_v<T, std::int64_t>) return DType::i64;
+  if constexpr (std::is_same_v<T, std::uint8_t>) return DType::u8;
+  if constexpr (std::is_same_v<T, std::uint16_t>) return DType::u16;
+  if constexpr (std::is_same_v<T, std::uint32_t>) return DType::u32;
+  if constexpr (std::is_same_v<T, std::uint64_t>) return DType::u64;
+}
+
+class Peer {
+ public:
+  // Reads the identity from the environment (see worker_env.h); throws on a bad environment or
+  // a port already taken.
+  static Peer from_env(PeerOptions options = {});
+  Peer(WorkerConfig config, PeerOptions options = {});
+  ~Peer();  // pending calls complete with `cancelled`; connections close in order
+  Peer(Peer&&) noexcept;
+  Peer& operator=(Peer&&) noexcept;
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  const ClusterSpec& cluster() const;
+  const WorkerConfig& config() const;
+
+  // An empty name means "the next automatic name": every peer must then call in the same order.
+  Handle allreduce_async(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
+                         std::string name = {});
+  Handle broadcast_async(BufferView data, int root = 0, std::string name = {});
+  Handle reduce_async(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
+                      int root = 0, std::string name = {});
+  Handle allgather_async(ConstBufferView input, BufferView output, std::string name = {});
+  Handle gather_async(ConstBufferView input, BufferView output, int root = 0,
+                      std::string name = {});
+  Handle barrier_async(std::string name = {});
+  // *agreed is written before the handle completes.
+  Handle consensus_async(ConstBufferView bytes, std::shared_ptr<bool> agreed,
+                         std::string name = {});
+
+  Status allreduce(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
+                   std::string name = {}) {
+    return allreduce_async(input, output, op, std::move(name)).wait();
+  }
+  template <typename T>
+  Status allreduce(std::span<T> data, ReduceOp op = ReduceOp::sum, std::string name = {}) {
+    const auto v = BufferView::of(data, dtype_of<T>());
+    return allreduce(v, v, op, std::move(name));
+  }
+  Status broadcast(BufferView data, int root = 0, std::string name = {}) {
+    return broadcast_async(data, root, std::move(name)).wait();
+  }
+  Status reduce(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum, int root = 0,
+                std::string name = {}) {
+    return reduce_async(input, output, op, root, std::move(name)).wait();
+  }
+  Status allgather(ConstBufferView input, BufferView output, std::string name = {}) {
+    return allgather_async(input, output, std::move(name)).wait();
+  }
+  Status gather(ConstBufferView input, BufferView output, int root = 0, std::string name = {}) {
+    return gather_async(input, output, root, std::move(name)).wait();
+  }
+  Status barrier(std::string name = {}) { return barrier_async(std::move(name)).wait(); }
+  // Are `bytes` equal on every peer? Errors leave *agreed false.
+  Status consensus(ConstBufferView bytes, bool* agreed, std::string name = {});
+
+  // Advanced: run `fn(engine)` on the peer's loop (the runtime's free functions need that).
+  void post(std::function<void(Engine&)> fn);
+  SocketTransportStats transport_stats() const;
+
+ private:
+  struct Impl;
+  std::string next_name(const char* kind, std::string name);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kf

@@ -1,0 +1,64 @@
+// The real world's Membership: the config server over HTTP, kfrun -w runners, and one
+// SocketTransport per cluster version. Config requests run on their own threads (an HTTP call
+// must not stall the event loop) and complete on the loop. Runners need no message: they watch
+// the config server and start the workers a new version adds. A resize closes the old version's
+// connections in order (a "bye" on each, queues flushed) before listening again with the new
+// version in the handshake, so a peer still on the old version is refused and retried, never
+// mixed up.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/membership.h"
+#include "launch/config_client.h"
+#include "real/epoll_loop.h"
+#include "launch/launch_plan.h"
+#include "real/socket_transport.h"
+
+namespace kf {
+
+struct RealMembershipOptions {
+  std::string config_server;  // KUNGFU_CONFIG_SERVER
+  std::string token;          // KUNGFU_SECRET
+  SocketTransportOptions transport;
+  std::vector<HostSlots> hosts;  // KUNGFU_HOST_SLOTS: where workers may run
+  std::uint16_t first_port = 10000;  // KUNGFU_PORT_RANGE's begin
+  Duration close_limit = std::chrono::seconds(10);  // an orderly close waits at most this long
+};
+
+class RealMembership final : public Membership {
+ public:
+  // Construct, use and destroy on `loop`'s thread.
+  RealMembership(EpollLoop& loop, RealMembershipOptions options);
+  ~RealMembership() override;
+
+  int capacity() const override;
+  ClusterSpec propose(const ClusterSpec& current, int workers) const override;
+  void put(const ClusterSpec& proposal, ClusterCallback done) override;
+  void get(ClusterCallback done) override;
+  void update_runners(const ClusterSpec& next, std::int64_t step) override;
+  Transport& transport(const ClusterSpec& cluster, int rank) override;
+  void reconnect(const ClusterSpec& next, int rank, std::function<void(Transport&)> ready) override;
+  void leave(std::function<void()> done) override;
+
+  // The transport of the current version (none before transport() or after leave()).
+  SocketTransport* current() const { return transport_.get(); }
+
+ private:
+  // Runs `call` on a thread of its own and `done` with its outcome on the loop.
+  void request(std::function<ClusterSpec()> call, ClusterCallback done);
+
+  EpollLoop& loop_;
+  RealMembershipOptions options_;
+  ConfigClient client_;
+  std::unique_ptr<SocketTransport> transport_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::mutex threads_mutex_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kf

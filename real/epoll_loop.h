@@ -1,0 +1,85 @@
+// EpollLoop: the real world's Executor for a peer with sockets. One thread runs posted tasks,
+// fires timers (timerfd, nanosecond deadlines on the steady clock) and dispatches readiness of
+// watched file descriptors, so the engine, the transport and every socket of a peer live on one
+// thread with no locks. post/post_after may be called from any thread (an eventfd wakes the loop).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+
+#include "runtime/executor.h"
+#include "real/fd.h"
+#include "real/timer_queue.h"
+
+namespace kf {
+
+class EpollLoop final : public Executor {
+ public:
+  using IoCallback = std::function<void(std::uint32_t events)>;
+  using WatchId = std::uint64_t;
+
+  EpollLoop();
+  ~EpollLoop() override;  // stops and joins; tasks not yet run are dropped
+  EpollLoop(const EpollLoop&) = delete;
+  EpollLoop& operator=(const EpollLoop&) = delete;
+
+  TimePoint now() const override;
+  void post(Task task) override;
+  TimerId post_after(Duration delay, Task task) override;
+  void cancel(TimerId id) override;
+
+  // Loop thread only. `fd` stays owned by the caller; unwatch it before closing it. Callbacks get
+  // the epoll event bits; a callback may unwatch any fd, its own included.
+  WatchId watch(int fd, std::uint32_t events, IoCallback callback);
+  void modify(WatchId id, std::uint32_t events);
+  void unwatch(WatchId id);
+
+  void stop();  // idempotent; the loop exits after the task or callback running now
+  bool in_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+  // Runs `fn` on the loop and waits for its result (or exception). Not from the loop itself.
+  template <typename F>
+  auto call(F&& fn) -> std::invoke_result_t<F&> {
+    using R = std::invoke_result_t<F&>;
+    if (in_loop_thread()) return fn();
+    std::packaged_task<R()> task(std::forward<F>(fn));
+    auto result = task.get_future();
+    post([&task] { task(); });
+    return result.get();
+  }
+
+ private:
+  struct Watch {
+    int fd;
+    std::shared_ptr<IoCallback> callback;
+  };
+  void run();
+  void wake();
+  void arm_timer(TimePoint deadline);
+  bool run_ready_work();  // tasks and due timers; true if it ran anything
+
+  const std::chrono::steady_clock::time_point epoch_;
+  Fd epoll_;
+  Fd wake_fd_;   // eventfd: post() from other threads
+  Fd timer_fd_;  // timerfd: the earliest timer deadline
+  mutable std::mutex mu_;
+  std::deque<Task> tasks_;
+  TimerQueue timers_;
+  bool stopping_ = false;
+  TimePoint armed_ = TimePoint::max();
+  // Loop thread only.
+  std::unordered_map<WatchId, Watch> watches_;
+  WatchId next_watch_ = 2;  // 0 and 1 are the eventfd and timerfd
+  std::thread thread_;      // last: starts after everything above exists
+};
+
+}  // namespace kf

@@ -1,0 +1,22 @@
+#include "real/local_compute.h"
+
+#include <chrono>
+
+namespace kf {
+
+void LocalCompute::run(ComputeWork work, std::function<void()> done) {
+  worker_.post([this, work = std::move(work), done = std::move(done)]() mutable {
+    const auto begin = std::chrono::steady_clock::now();
+    if (work.numeric) work.numeric();
+    const auto spent =
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - begin);
+    const Duration rest = work.profiled > spent ? work.profiled - spent : Duration::zero();
+    if (rest > Duration::zero()) {
+      caller_.post_after(rest, std::move(done));
+    } else {
+      caller_.post(std::move(done));
+    }
+  });
+}
+
+}  // namespace kf

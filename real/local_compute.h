@@ -1,0 +1,22 @@
+// LocalCompute: the real world's Compute. Numeric work runs on a worker thread of its own, so the
+// peer's event loop keeps moving messages meanwhile (communication overlaps computation); when
+// work has no numeric part, or finishes early, the rest of the profiled duration is waited out on
+// the loop's timer, so byte-only workloads keep their real step time.
+#pragma once
+
+#include "runtime/compute.h"
+#include "real/event_loop.h"
+
+namespace kf {
+
+class LocalCompute final : public Compute {
+ public:
+  explicit LocalCompute(Executor& caller) : caller_(caller) {}
+  void run(ComputeWork work, std::function<void()> done) override;
+
+ private:
+  Executor& caller_;
+  EventLoop worker_;  // runs the numeric work, one step at a time
+};
+
+}  // namespace kf

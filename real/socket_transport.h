@@ -1,0 +1,162 @@
+// SocketTransport: the real world's Transport. One persistent connection per ordered peer pair
+// (the source connects to the destination and carries source -> destination only), so per-pair
+// FIFO is the stream's order. Same-host peers use Unix sockets, others TCP with TCP_NODELAY.
+// Writes are non-blocking with a per-connection queue sent by scatter/gather (header and payload
+// straight from the Message, never concatenated); reads parse frames incrementally and receive
+// large payloads directly into the Message's buffer. Everything runs on the peer's EpollLoop.
+//
+// Zero copy: large payloads may be borrowed (the engine's buffers, written from where they are).
+// Between same-host processes, large payloads are lent: only their address travels, and the
+// receiver reads them with process_vm_readv when it uses them (an engine folds them straight from
+// the sender's memory), then acks. Every lend has a slot in memory that is never freed; the
+// sender clears it before the bytes may change (ack, withdrawal, loss), and the receiver trusts
+// what it read only if the slot still held the lend's id afterwards.
+//
+// Connecting peers prove themselves with a handshake (cluster version, ranks, and mutual
+// HMAC-SHA256 when a secret is set); anything that fails it is refused, logged, and never
+// delivers a message. A connection to a known peer that breaks without an orderly "bye" turns
+// into on_peer_lost for that peer, reported once.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cluster_spec.h"
+#include "runtime/transport.h"
+#include "real/epoll_loop.h"
+#include "real/sockets.h"
+
+namespace kf {
+
+struct SocketTransportOptions {
+  std::string secret;  // empty: no secret (a secured peer refuses us)
+  Duration connect_timeout = std::chrono::seconds(30);    // start-up retries give up after this
+  Duration handshake_timeout = std::chrono::seconds(10);  // a silent stranger is dropped then
+  bool unix_sockets = true;                               // same-host peers over Unix sockets
+  std::size_t unix_buffer_bytes = 4u << 20;  // Unix socket buffers (TCP: kernel autotuning)
+  std::size_t tcp_buffer_bytes = 0;          // 0: leave TCP buffers to autotuning
+  // Same-host peers that can read each other's memory (process_vm_readv, checked in the
+  // handshake) pass payloads of at least lend_min_bytes by reference: one copy instead of two.
+  bool lend_payloads = true;
+  std::size_t lend_min_bytes = 64u << 10;
+  // Payloads of at least this many bytes are sent from the engine's buffers without a copy
+  // (written or lent from there); 0: always copy.
+  std::size_t borrow_min_bytes = 64u << 10;
+  std::function<void(const std::string&)> log;  // default: stderr, prefixed "[kf] "
+};
+
+struct SocketTransportStats {
+  std::uint64_t refused = 0;         // inbound connections refused by the handshake or decoder
+  std::uint64_t delivered = 0;       // messages handed to on_message
+  std::uint64_t bytes_received = 0;  // payload bytes of those messages
+  std::uint64_t lent = 0;            // payloads sent by reference (same host)
+  std::uint64_t borrowed = 0;        // payloads received by reference
+};
+
+class SocketTransport final : public Transport {
+ public:
+  // Construct, use and destroy on `loop`'s thread.
+  SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank, SocketTransportOptions options);
+  ~SocketTransport() override;
+  SocketTransport(const SocketTransport&) = delete;
+  SocketTransport& operator=(const SocketTransport&) = delete;
+
+  // Listens (throws std::system_error if the port is taken) and connects to every other peer
+  // in the background.
+  void start();
+  void set_handlers(Handlers handlers) override;
+  void send(int destination, Message&& message) override;
+  std::size_t min_borrowed_bytes() const override;
+  void reclaim(const void* lender) override;
+
+  // Orderly close: a bye on every connection, the queues flushed, then `done` runs once every
+  // peer has closed its side or `limit` has passed. Nothing is delivered afterwards.
+  void shutdown(Duration limit, std::function<void()> done);
+
+  // True once the connection to every other peer has been established (and authenticated).
+  bool all_connected() const;
+  // True once no connection is still being made: every other peer is connected, lost or gone.
+  bool connecting_settled() const;
+  const SocketTransportStats& stats() const { return stats_; }
+  std::size_t lent_outstanding() const { return lent_.size(); }  // lent, not yet acked
+  net::Endpoint endpoint_of(int rank) const;
+
+ private:
+  struct Conn;
+  class LentSource;
+  using ConnId = std::uint64_t;
+
+  void on_accept(const Fd& listener);
+  void connect_to(int rank);
+  void retry_connect(int rank, int err);
+  void on_event(ConnId id, std::uint32_t events);
+  void on_connected(Conn& c);
+  bool read_handshake(Conn& c);  // false: the connection was closed
+  void accept_hello(Conn& c);
+  void accept_proof(Conn& c);
+  void take_welcome(Conn& c);
+  void read_frames(Conn& c);
+  void deliver(int peer, std::vector<Message>& messages);
+  void flush(Conn& c);
+  void update_interest(Conn& c);
+  void enqueue_bye(Conn& c);
+  void enqueue(Conn& c, Message message);  // lends the payload when the connection allows
+  void send_ack(int rank, std::uint64_t id);
+  // Turns lent frames into remote payloads (copied in unless the handler reads them itself);
+  // false: the connection was closed.
+  bool borrow(Conn& c, std::vector<Message>& messages);
+  // Closes the connection; `why` non-empty and the peer known and not departed -> peer lost.
+  void close(ConnId id, const std::string& why);
+  void refuse(ConnId id, const std::string& why);
+  void lose_peer(int rank, const std::string& why);
+  // A peer said bye: it reads nothing of ours any more, so what we lent it comes back.
+  void depart(int rank);
+  void maybe_finish_shutdown();
+  void log(const std::string& line) const;
+
+  EpollLoop& loop_;
+  ClusterSpec cluster_;
+  int rank_;
+  SocketTransportOptions options_;
+  Handlers handlers_;
+  SocketTransportStats stats_;
+
+  std::vector<Fd> listeners_;
+  std::vector<EpollLoop::WatchId> listener_watches_;
+  std::map<ConnId, std::unique_ptr<Conn>> conns_;
+  ConnId next_conn_ = 1;
+  std::vector<ConnId> outbound_;              // by rank; 0 = none
+  std::vector<ConnId> inbound_;               // by rank; 0 = none
+  std::vector<std::deque<Message>> waiting_;  // sends before the connection is up, by rank
+  std::vector<TimePoint> connect_deadline_;
+  std::vector<Duration> backoff_;
+  std::vector<std::string> last_refusal_;  // why the peer last turned us away, for the final error
+  std::vector<bool> lost_;
+  std::vector<bool> departed_;  // said bye: its connections closing is no loss
+  struct SlotRelease {
+    void operator()(std::atomic<std::uint64_t>* slot) const;
+  };
+  struct LentPayload {
+    int rank;
+    Payload payload;  // its bytes stay put while the receiver copies them
+    // Members go in reverse: the slot is cleared before the payload is let go.
+    std::unique_ptr<std::atomic<std::uint64_t>, SlotRelease> slot;
+  };
+  std::map<std::uint64_t, LentPayload> lent_;
+  std::vector<std::vector<std::uint64_t>> pending_acks_;  // by rank, until connected
+  bool started_ = false;
+  bool shutting_down_ = false;
+  std::function<void()> shutdown_done_;
+  Executor::TimerId shutdown_timer_ = 0;
+  std::vector<std::byte> staging_;  // small reads land here, then the decoder copies them out
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // guards timers past our death
+};
+
+}  // namespace kf

@@ -1,0 +1,215 @@
+#include "real/wire.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kf::wire {
+namespace {
+
+// Header layout (offsets in bytes):
+//  0 u8 frame type (MessageKind or kFrameBye)   1 u8 bits   2 u16 name length
+//  4 u32 flags   8 u32 chunk   12 u32 step   16 u64 tag   24 u64 version   32 u64 payload length
+template <typename T>
+void put(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+template <typename T>
+T get(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+bool known_kind(std::uint8_t k) {
+  return k == static_cast<std::uint8_t>(MessageKind::collective) ||
+         k == static_cast<std::uint8_t>(MessageKind::p2p_request) ||
+         k == static_cast<std::uint8_t>(MessageKind::p2p_response) ||
+         k == static_cast<std::uint8_t>(MessageKind::ping) ||
+         k == static_cast<std::uint8_t>(MessageKind::pong);
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_prefix(const Message& m) {
+  const auto& h = m.header;
+  std::vector<std::byte> out(kHeaderBytes + h.name.size());
+  std::byte* p = out.data();
+  put<std::uint8_t>(p + 0, static_cast<std::uint8_t>(h.kind));
+  put<std::uint8_t>(p + 1, m.payload.is_phantom() ? kBitPhantom : 0);
+  put<std::uint16_t>(p + 2, static_cast<std::uint16_t>(h.name.size()));
+  put<std::uint32_t>(p + 4, h.flags);
+  put<std::uint32_t>(p + 8, h.chunk);
+  put<std::uint32_t>(p + 12, h.step);
+  put<std::uint64_t>(p + 16, h.tag);
+  put<std::uint64_t>(p + 24, h.version);
+  put<std::uint64_t>(p + 32, m.payload.size());
+  std::memcpy(p + kHeaderBytes, h.name.data(), h.name.size());
+  return out;
+}
+
+std::vector<std::byte> encode_lent_prefix(const Message& m, Lent lent) {
+  auto out = encode_prefix(m);
+  out[1] = static_cast<std::byte>(kBitLent);
+  const std::size_t at = out.size();
+  out.resize(at + kLentBytes);
+  put<std::uint64_t>(out.data() + at, lent.address);
+  put<std::uint64_t>(out.data() + at + 8, lent.id);
+  put<std::uint64_t>(out.data() + at + 16, lent.slot);
+  return out;
+}
+
+std::vector<std::byte> encode_ack(std::uint64_t id) {
+  std::vector<std::byte> out(kHeaderBytes);
+  put<std::uint8_t>(out.data(), kFrameAck);
+  put<std::uint64_t>(out.data() + 16, id);
+  return out;
+}
+
+std::vector<std::byte> encode_bye() {
+  std::vector<std::byte> out(kHeaderBytes);
+  put<std::uint8_t>(out.data(), kFrameBye);
+  return out;
+}
+
+std::vector<std::byte> encode(const Message& m) {
+  auto out = encode_prefix(m);
+  if (!m.payload.is_phantom()) {
+    out.insert(out.end(), m.payload.data(), m.payload.data() + m.payload.size());
+  }
+  return out;
+}
+
+bool FrameDecoder::fail(std::string why) {
+  error_ = std::move(why);
+  state_ = State::closed;
+  return false;
+}
+
+bool FrameDecoder::take_header(std::vector<Message>& out) {
+  const std::byte* p = header_.data();
+  const auto type = get<std::uint8_t>(p + 0);
+  const auto bits = get<std::uint8_t>(p + 1);
+  const auto name_len = get<std::uint16_t>(p + 2);
+  const auto payload_len = get<std::uint64_t>(p + 32);
+  header_fill_ = 0;
+  if (type == kFrameBye) {
+    bye_ = true;
+    state_ = State::closed;  // nothing may follow a bye
+    return true;
+  }
+  if (type == kFrameAck) {
+    acks_.push_back(get<std::uint64_t>(p + 16));
+    return true;
+  }
+  if (!known_kind(type)) return fail(fmt::format("unknown frame type {}", type));
+  if ((bits & ~(kBitPhantom | kBitLent)) != 0 || bits == (kBitPhantom | kBitLent)) {
+    return fail(fmt::format("unknown frame bits {:#x}", bits));
+  }
+  lent_frame_ = (bits & kBitLent) != 0;
+  if (name_len > kMaxNameBytes) return fail(fmt::format("name of {} bytes is too long", name_len));
+  if (payload_len > max_payload_) {
+    return fail(
+        fmt::format("payload of {} bytes is over the limit of {}", payload_len, max_payload_));
+  }
+  current_ = Message{};
+  auto& h = current_.header;
+  h.kind = static_cast<MessageKind>(type);
+  h.flags = get<std::uint32_t>(p + 4);
+  h.chunk = get<std::uint32_t>(p + 8);
+  h.step = get<std::uint32_t>(p + 12);
+  h.tag = get<std::uint64_t>(p + 16);
+  h.version = get<std::uint64_t>(p + 24);
+  h.name.reserve(name_len);
+  name_len_ = name_len;
+  payload_fill_ = 0;
+  if ((bits & kBitPhantom) != 0) {
+    current_.payload = Payload::phantom(static_cast<std::size_t>(payload_len));
+  } else if (lent_frame_) {
+    lent_size_ = static_cast<std::size_t>(payload_len);  // the bytes stay with the sender
+  } else {
+    current_.payload.bytes().resize(static_cast<std::size_t>(payload_len));
+  }
+  state_ = State::name;
+  if (name_len_ == 0) after_name(out);
+  return true;
+}
+
+void FrameDecoder::after_name(std::vector<Message>& out) {
+  if (lent_frame_) {
+    state_ = State::lent;
+    lent_fill_ = 0;
+    return;
+  }
+  state_ = State::payload;
+  if (current_.payload.is_phantom() || current_.payload.size() == 0) finish_message(out);
+}
+
+void FrameDecoder::finish_message(std::vector<Message>& out) {
+  out.push_back(std::move(current_));
+  current_ = Message{};
+  state_ = State::header;
+}
+
+bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& out) {
+  while (!bytes.empty()) {
+    switch (state_) {
+      case State::closed:
+        if (failed()) return false;
+        return fail("bytes after bye");
+      case State::header: {
+        const std::size_t n = std::min(bytes.size(), kHeaderBytes - header_fill_);
+        std::memcpy(header_.data() + header_fill_, bytes.data(), n);
+        header_fill_ += n;
+        bytes = bytes.subspan(n);
+        if (header_fill_ == kHeaderBytes && !take_header(out)) return false;
+        break;
+      }
+      case State::name: {
+        const std::size_t n = std::min(bytes.size(), name_len_ - current_.header.name.size());
+        current_.header.name.append(reinterpret_cast<const char*>(bytes.data()), n);
+        bytes = bytes.subspan(n);
+        if (current_.header.name.size() == name_len_) after_name(out);
+        break;
+      }
+      case State::lent: {
+        const std::size_t n = std::min(bytes.size(), kLentBytes - lent_fill_);
+        std::memcpy(lent_buf_.data() + lent_fill_, bytes.data(), n);
+        lent_fill_ += n;
+        bytes = bytes.subspan(n);
+        if (lent_fill_ == kLentBytes) {
+          lent_.push_back(
+              {out.size(),
+               Lent{get<std::uint64_t>(lent_buf_.data()), get<std::uint64_t>(lent_buf_.data() + 8),
+                    get<std::uint64_t>(lent_buf_.data() + 16)},
+               lent_size_});
+          finish_message(out);  // the payload is filled by the caller, from the sender's memory
+        }
+        break;
+      }
+      case State::payload: {
+        auto target = direct_target();
+        const std::size_t n = std::min(bytes.size(), target.size());
+        std::memcpy(target.data(), bytes.data(), n);
+        bytes = bytes.subspan(n);
+        commit(n, out);
+        break;
+      }
+    }
+  }
+  return !failed();
+}
+
+std::span<std::byte> FrameDecoder::direct_target() {
+  if (state_ != State::payload || current_.payload.is_phantom()) return {};
+  auto& b = current_.payload.bytes();
+  return std::span<std::byte>(b).subspan(payload_fill_);
+}
+
+void FrameDecoder::commit(std::size_t n, std::vector<Message>& out) {
+  payload_fill_ += n;
+  if (payload_fill_ == current_.payload.size()) finish_message(out);
+}
+
+}  // namespace kf::wire

@@ -1,0 +1,227 @@
+// Scenario: everything one kfsim run needs, read from a YAML file: the network, the workers, the
+// workload, the strategy, and the timed events to inject. Parsing is strict: an unknown key, a
+// wrong type, a value without its unit or an impossible value stops with "file:line:col: message"
+// (ScenarioError), which kfsim turns into exit code 2.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "policies/registry.h"
+#include "topology/physical.h"
+#include "topology/strategy.h"
+
+namespace kf {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  ScenarioError(std::string file, int line, int column, const std::string& message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }      // 1-based; 0 when unknown
+  int column() const { return column_; }  // 1-based; 0 when unknown
+
+ private:
+  std::string file_;
+  int line_;
+  int column_;
+};
+
+// When an event starts or stops: at a training step (when the first worker begins it) or at a
+// simulated time.
+struct Trigger {
+  std::optional<std::int64_t> step;
+  std::optional<std::chrono::nanoseconds> time;
+};
+
+// Background traffic between two nodes (by node name: "w0", "host1", "switch", "leaf0", or the
+// extra node "outside", a host on the switch that runs no worker). `rate_bps` paces each flow;
+// without it each of the `flows` parallel TCP flows sends as fast as TCP allows.
+struct ContentionEvent {
+  std::string from;
+  std::string to;
+  std::optional<double> rate_bps;
+  int flows = 1;
+  Trigger start;
+  std::optional<Trigger> stop;  // none: until the end of the run
+};
+
+// Worker `worker` computes `factor` times slower from `start` until `stop`.
+struct StragglerEvent {
+  int worker = 0;
+  double factor = 1;
+  Trigger start;
+  std::optional<Trigger> stop;
+};
+
+// Link `link` (named "a-b" by its end nodes, either order) changes bandwidth and/or latency.
+struct LinkEvent {
+  std::string link;
+  std::optional<double> bandwidth_bps;
+  std::optional<std::chrono::nanoseconds> latency;
+  Trigger at;
+};
+
+// Worker `worker` dies (its process is gone; its connections close).
+struct FailEvent {
+  int worker = 0;
+  Trigger at;
+};
+
+struct ScenarioEvent {
+  std::variant<ContentionEvent, StragglerEvent, LinkEvent, FailEvent> what;
+  std::string label;  // "contention#1 (line 42)"
+};
+
+struct TopologyConfig {
+  enum class Kind { star, leaf_spine } kind = Kind::star;
+  int hosts = 1;  // star
+  int workers_per_host = 1;
+  LinkSpec link;  // host <-> switch (star) or host <-> leaf (leaf-spine)
+  LinkSpec intra_host{.bandwidth_bps = 100e9,
+                      .latency = std::chrono::microseconds(1),
+                      .mtu = 65000,
+                      .queue_packets = 1000};
+  int leaves = 1;  // leaf-spine
+  int spines = 1;
+  int hosts_per_leaf = 1;
+  LinkSpec uplink;            // leaf <-> spine
+  bool outside_host = false;  // add node "outside" on the switch (set when an event names it)
+  // Hosts' NIC qdisc: none (the link's drop-tail queue only), fq_codel (Linux's default) or tsq
+  // (what TCP small queues make of a host queue: lossless, flows served in turn; Ns3Options).
+  // tsq by default: it is what a Linux host does, whichever qdisc it runs (the real-twin cells
+  // agree with ns-3 in 18 of 24 with it, 11 without; artifact/README.md, fidelity).
+  bool host_fq_codel = false;
+  bool host_tsq = true;
+};
+
+// Real math in the simulation: a numeric model trained on a dataset, its gradients (real bytes)
+// moved by the optimizer's collectives, its accuracy recorded, while compute time still comes
+// from the workload's profile (model x device).
+struct NumericConfig {
+  std::string model = "mlp";  // softmax or mlp (workloads/numeric_model.h)
+  int hidden = 64;
+  std::string dataset = "gaussian_mixture";  // or mnist / cifar10 (files under `path`)
+  std::string path;
+  int features = 32;  // gaussian_mixture
+  int classes = 8;
+  std::size_t train = 16384;
+  std::size_t test = 4096;
+  double separation = 2.0;
+  double noise = 1.0;
+  std::string local_optimizer = "sgd";  // sgd (momentum) or adam
+  double momentum = 0.9;
+  double learning_rate = 0.1;
+  double sma_alpha = 0.1;
+  std::int64_t ada_switch_step = 100;
+  int eval_every = 10;
+  int gns_every = 0;
+  int variance_every = 0;
+  double target_accuracy = 0;  // > 0: summary.json reports the time to reach it
+  // What a step's communication costs: "profile" (the workload model's gradient bytes, the
+  // numeric model standing in for it) or "numeric" (the numeric model's own bytes).
+  std::string cost = "profile";
+};
+
+struct WorkloadConfig {
+  std::string model = "resnet50";  // see workloads/model.h
+  std::string device = "k80";
+  int batch_per_worker = 32;
+  std::size_t fusion_bytes = 0;  // 0: one allreduce per gradient tensor
+  bool phantom = true;           // gradients as phantoms (sizes only)
+  // Each step's compute time is scaled by a factor drawn uniformly from [1 - j, 1 + j] by a
+  // generator seeded from the scenario seed and the rank: real GPUs vary a few percent step to
+  // step, and it is what the seed drives.
+  double compute_jitter = 0.02;
+  std::optional<NumericConfig> numeric;
+  // A synthetic workload (`tensors`, `compute`): allreduce exactly these tensors (bytes each, moved
+  // as f32) every step instead of the model's gradients, and/or take this long to compute a step
+  // instead of the model x device profile's time; e.g. a bare allreduce benchmark, as kfbench's.
+  std::vector<std::size_t> tensor_bytes;            // empty: the model's gradient tensors
+  std::optional<std::chrono::nanoseconds> compute;  // unset: the profile's time per sample x batch
+};
+
+// Elastic membership in the simulation: how many of the topology's worker slots run at the start,
+// and how long the in-simulation config service and runners take.
+struct ElasticConfig {
+  int initial_workers = 0;                                                 // 0: every slot
+  std::chrono::nanoseconds config_latency = std::chrono::milliseconds(1);  // per GET / PUT
+  std::chrono::nanoseconds spawn_delay = std::chrono::seconds(1);  // a runner starting a worker
+};
+
+// Run the scenario once per value of one key (a --set path), e.g. key: topology.hosts,
+// values: [2, 4, 8]: a scaling curve or a strategy comparison from one file.
+struct Sweep {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+struct Scenario;
+
+// One named arm of a comparison (`variants:` in the file): the base scenario with some keys
+// overridden, e.g. fixed-small / fixed-large / adaptive batch size on the same task. kfsim runs
+// each into OUT/NAME/ and compares them (sim/variants.h).
+struct Variant {
+  std::string name;
+  std::vector<std::string> overrides;        // "key.path=value", in file order, for the records
+  std::shared_ptr<const Scenario> scenario;  // the base with the overrides, validated
+};
+
+struct Scenario {
+  std::string file;  // where it came from
+  std::string name;
+  std::string description;
+  std::uint64_t seed = 1;
+  int steps = 10;
+  std::string world = "ns3";  // ns3 (packet level) or flow (fluid)
+  // The flow world's TCP: "cubic" (flows meeting at a channel share it by their congestion
+  // windows, CubicWindow) or "fair" (equal shares: plain max-min).
+  std::string flow_tcp = "cubic";
+  TopologyConfig topology;
+  WorkloadConfig workload;
+  StrategyName strategy = StrategyName::binary_tree_star;
+  std::string optimizer = "ssgd";  // ssgd; sma, pair_avg and ada_sgd need workload.numeric
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
+  std::vector<ScenarioEvent> events;
+  // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
+  std::vector<PolicySpec> policies;
+  ElasticConfig elastic;
+  int ping_every = 0;  // monitoring: probe every peer's latency every N steps (0: never)
+  // ns-3 world: every TCP sender's state (cwnd, ssthresh, srtt, bytes in flight, bytes acked)
+  // every this often into tcp.csv; 0: never. The flow world has no TCP and ignores it.
+  std::chrono::nanoseconds tcp_samples{0};
+  // ns-3 world: how a TCP sender finds losses. "rack": as Linux does by default
+  // (net.ipv4.tcp_recovery=1), a segment is lost once one sent after it has arrived, and a
+  // silent tail is probed; "rfc6675": ns-3 3.37's own recovery (three duplicate ACKs, else the
+  // retransmission timer). The flow world ignores it.
+  std::string tcp_recovery = "rack";
+  std::optional<Sweep> sweep;
+  std::vector<Variant> variants;  // empty: one run of this scenario
+};
+
+// The physical network a scenario describes, with the "outside" host (a machine with no worker,
+// on the star's switch or on leaf0) when an event names it.
+PhysicalTopology build_topology(const TopologyConfig& config);
+
+// Reads and validates `path`, then applies each "key.path=value" override (as if written in the
+// file) before validation. Throws ScenarioError.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `file` is used in error messages.
+Scenario parse_scenario(const std::string& yaml_text, const std::string& file,
+                        const std::vector<std::string>& overrides = {});
+
+// Units, written out: "1Gbps", "100Mbps", "10Gbit/s", "1.25GB/s" -> bits per second;
+// "5us", "1.5ms", "2s", "100ns", "1min" -> nanoseconds; "64KiB", "1MiB", "100MB" -> bytes.
+// Throw std::invalid_argument with a message naming the accepted units.
+double parse_bandwidth(const std::string& text);
+std::chrono::nanoseconds parse_duration(const std::string& text);
+std::size_t parse_size(const std::string& text);
+
+}  // namespace kf

@@ -1,0 +1,53 @@
+// Simulation: one kfsim run. Builds the network, the workers (engine + trainer each) and the
+// workload from a Scenario, injects its events when their step or time comes, runs the ns-3
+// world until every worker is done, and keeps the records.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario/scenario.h"
+#include "workloads/records.h"
+
+namespace kf {
+
+struct SimulationProgress {
+  std::int64_t steps_done = 0;  // steps every live worker has finished
+  std::int64_t steps_total = 0;
+  double simulated_seconds = 0;
+};
+
+class Simulation {
+ public:
+  explicit Simulation(Scenario scenario);
+  ~Simulation();
+
+  // Runs to completion. `progress` (optional) is called after every cluster step.
+  void run(const std::function<void(const SimulationProgress&)>& progress = {});
+
+  const Scenario& scenario() const { return scenario_; }
+  const RunRecorder& recorder() const { return recorder_; }
+  nlohmann::json summary() const;  // deterministic: the same scenario and seed, the same bytes
+  nlohmann::json perf() const;     // wall-clock figures: events/s, simulated s per wall s
+  // steps.csv, collectives.csv, events.csv, summary.json, trace.json and perf.json into `dir`;
+  // tcp.csv too when the scenario sets tcp_samples and the world is ns-3.
+  void write(const std::string& dir) const;
+
+ private:
+  Scenario scenario_;
+  RunRecorder recorder_;
+  std::vector<EventWindow> windows_;
+  nlohmann::json world_stats_;
+  std::string tcp_csv_;  // the ns-3 world's TCP samples, empty if none
+  double wall_seconds_ = 0;
+  double learning_wall_seconds_ = 0;
+  double simulated_seconds_ = 0;
+  std::uint64_t simulator_events_ = 0;
+  double per_sample_seconds_ = 0;
+  int n_workers_ = 0;
+};
+
+}  // namespace kf
