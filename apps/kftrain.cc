@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "data, initial model and peer choices");
   app.add_option("--out", out, "write records into OUT/<ip>.<port>/");
   app.add_flag("--q", quiet, "no per-step lines");
-  // GPU (issue 8): real GPU compute and device-buffer allreduce.
+  // GPU: real GPU compute and device-buffer allreduce.
   bool use_gpu = false, gpu_tf32 = false;
   std::string gpu_strategy = "NCCL";
   double gpu_flops_scale = 1.0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fidelity of the simulated worlds against a real cluster of network namespaces (issue 9).
+# Fidelity of the simulated worlds against a real cluster of network namespaces.
 #
 #   artifact/fidelity.sh [--quick] [--out DIR] [--build DIR] [--reps N] [--jobs N]
 #                        [--parts real,sim,report] [--set KEY=VALUE ...] [--tcp NAME]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The flow world against ns-3 on every shipped scenario (issue 9's target: per-step time within
+# The flow world against ns-3 on every shipped scenario (the target: per-step time within
 # 10%, at least 100x faster): `kfsim --compare ns3,flow` on each of scenarios/*.yaml (each sweep
 # value, each variants arm), then one table of mean |per-step difference|, wall-time speedup,
 # what ns-3 lost (dropped packets, retransmission timeouts) and the flow world's window backoffs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of issue 8, on a machine with one or more NVIDIA GPUs:
+# Every GPU figure the README and docs/gpus.md report, on a machine with one or more NVIDIA GPUs:
 #   1. the GPU tests (kernels vs the CPU kernels for every dtype and op, every allreduce path);
 #   2. reduction kernel GB/s for every dtype and op vs the card's peak memory bandwidth and a
 #      device-to-device cudaMemcpy, and pinned host <-> device copy GB/s (the staged ceiling);

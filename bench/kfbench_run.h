@@ -27,7 +27,7 @@ struct CollectiveBench {
   bool json = false;
   bool huge_pages = true;      // buffers on transparent huge pages (HostBuffer in kfbench_run.cc)
   std::string strategy_label;  // for the report
-  // --device cuda (issue 8): buffers in device memory, allreduce by a device strategy (NCCL,
+  // --device cuda: buffers in device memory, allreduce by a device strategy (NCCL,
   // NCCL_HIERARCHICAL, STAGED[:S]; runtime/device_collectives.h), run by kfbench_device.cc.
   std::string device = "host";
   std::string device_strategy = "NCCL";

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The shipped adaptation scenarios, run for real in the simulated world, checked against what
-# they claim (issue 5): contention.yaml switches at one common step on every worker within 5 steps
+# they claim: contention.yaml switches at one common step on every worker within 5 steps
 # of the contention and wins back >= 90% of the throughput from before; contention-static.yaml
 # does not; resize.yaml grows 2 -> 4 and shrinks to 3 with every worker agreeing on every step;
 # elastic.yaml (shortened) grows 2 -> 3 -> 4 while throughput pays, gives the 5th (the first outside the
 # rack) back and holds at 4;
-# adaptive-batch.yaml (issue 6) reaches its target accuracy no later than the better fixed batch.
+# adaptive-batch.yaml reaches its target accuracy no later than the better fixed batch.
 set -uo pipefail
 kfsim="$1"
 scenarios="$2"

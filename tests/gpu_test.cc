@@ -1,4 +1,4 @@
-// The GPU world (issue 8).
+// The GPU world.
 //
 // Without a GPU (and in builds without CUDA) these run: device strategy names, the device
 // pipeline and staged allreduce on a host-memory fake Device (runtime/device.h), and the clear
