@@ -18,7 +18,7 @@
 #include <optional>
 
 #include "policies/registry.h"
-#include "gpu/gpu_program.h"
+#include "gpu/gpu_step_backend.h"
 #include "real/epoll_loop.h"
 #include "launch/flags.h"
 #include "real/local_compute.h"

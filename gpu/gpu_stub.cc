@@ -2,7 +2,7 @@
 #include <stdexcept>
 
 #include "gpu/gpu.h"
-#include "gpu/gpu_program.h"
+#include "gpu/gpu_step_backend.h"
 
 namespace kf {
 

@@ -20,11 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu.h"
 #include "harness.h"
+#include "launch/peer.h"
 #include "runtime/device_collectives.h"
 #include "runtime/reduce.h"
-#include "gpu/gpu.h"
-#include "launch/peer.h"
+#include "workloads/gpu_step_program.h"
 
 #ifdef KF_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -261,6 +262,129 @@ std::string tool(const char* built, const char* relative) {
 bool names_missing_gpu(const std::string& text) {
   return text.find("no CUDA device") != std::string::npos ||
          text.find("built without CUDA") != std::string::npos;
+}
+
+// ---- the GPU step program (workloads/gpu_step_program.h) on a host-memory backend ---------------
+
+// The step program's GPU on host memory: products really computed (k x k times k x m), the
+// allreduce by the staged path over a HostDevice. `corrupt` changes one element of rank 0's
+// result after its allreduce, as a broken path would.
+class HostStepBackend final : public GpuStepBackend {
+ public:
+  // What a backend did, kept by the test (the program owns and destroys the backend).
+  struct Counters {
+    std::size_t rows = 0;
+    int shutdowns = 0;
+  };
+  HostStepBackend(int rank, std::size_t k, Counters& counters)
+      : counters_(counters), device_(rank), k_(k), a_(k * k, 1.0f), c_(k * k) {
+    EXPECT_TRUE(DeviceStaging::create(device_, &staging_).ok());
+  }
+  Device& device() override { return device_; }
+  std::size_t gemm_dim() const override { return k_; }
+  Status gemm(std::size_t m, DeviceStream&) override {
+    if (m < 1 || m > k_) return Status(ErrorCode::invalid_argument, "gemm: m out of range");
+    for (std::size_t j = 0; j < m; ++j)
+      for (std::size_t i = 0; i < k_; ++i) {
+        float sum = 0;
+        for (std::size_t p = 0; p < k_; ++p)
+          sum += a_[p * k_ + i] * a_[j * k_ + p];
+        c_[j * k_ + i] = sum;
+      }
+    counters_.rows += m;
+    return Status{};
+  }
+  Status fill(float* data, std::size_t count, float value, DeviceStream&) override {
+    std::fill(data, data + count, value);
+    return Status{};
+  }
+  void allreduce(Engine& engine, DeviceAllreduceOptions options, DoneCallback done) override {
+    float* out = static_cast<float*>(options.output);
+    staged_allreduce(engine, *staging_, std::move(options), nullptr,
+                     [this, out, rank = engine.rank(), done = std::move(done)](Status s) {
+                       if (corrupt && rank == 0) out[3] += 1;
+                       done(s);
+                     });
+  }
+  TimePoint now() const override {
+    return TimePoint(
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
+  }
+  void shutdown() override { ++counters_.shutdowns; }
+
+  bool corrupt = false;
+
+ private:
+  Counters& counters_;
+  HostDevice device_;
+  std::size_t k_;
+  std::vector<float> a_, c_;
+  std::unique_ptr<DeviceStaging> staging_;
+};
+
+// Runs `steps` steps of the GPU step program on every rank of a 2-rank in-process world.
+std::vector<Status> run_gpu_steps(const ModelProfile& model, bool corrupt, int steps,
+                                  std::vector<HostStepBackend::Counters>* counters,
+                                  std::vector<std::map<std::string, double>>* values) {
+  constexpr int n = 2;
+  InprocWorld world(n);
+  std::vector<std::unique_ptr<StepProgram>> programs;
+  counters->resize(n);
+  for (int r = 0; r < n; ++r) {
+    auto backend =
+        std::make_unique<HostStepBackend>(r, 64, (*counters)[static_cast<std::size_t>(r)]);
+    backend->corrupt = corrupt;
+    programs.push_back(make_gpu_step_program(
+        std::move(backend), {.model = &model, .fusion_bytes = 0, .verify = true}, r, n));
+  }
+  std::vector<Status> last(n);
+  for (int step = 0; step < steps; ++step) {
+    for (auto& p : programs)
+      p->compute(step, 16)();
+    last = run_on_all(world, [&](Engine& e, DoneCallback done) {
+      programs[static_cast<std::size_t>(e.rank())]->communicate(
+          {.engine = e, .step = step, .batch_per_worker = 16}, std::move(done));
+    });
+  }
+  for (auto& p : programs) {
+    values->emplace_back();
+    p->values(values->back());
+  }
+  programs.clear();
+  return last;
+}
+
+TEST(GpuStepProgram, ComputesTheProfiledFlopsAndItsBucketsSumOnEveryRank) {
+  // 2 x 64^3 FLOPs per full product: 0.0005 GFLOP forward x 3 x 16 samples = 24 MFLOP.
+  const ModelProfile model{
+      .name = "tiny",
+      .tensors = {{.name = "fc.w", .count = 1000}, {.name = "fc.b", .count = 10}},
+      .forward_gflops = 0.0005};
+  std::vector<HostStepBackend::Counters> counters;
+  std::vector<std::map<std::string, double>> values;
+  const auto statuses = run_gpu_steps(model, false, 3, &counters, &values);
+  expect_all_ok(statuses);
+  // ceil(24e6 / (2 x 64^3)) = 46 products of 64 rows (the rows rounded up to 8): per step.
+  EXPECT_EQ(counters[0].rows, 3u * 46 * 64);
+  EXPECT_EQ(counters[1].rows, 3u * 46 * 64);
+  EXPECT_EQ(counters[0].shutdowns, 1);
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_TRUE(values[0].count("gpu_compute_ms"));
+  EXPECT_GT(values[0].at("gpu_tflops"), 0);
+}
+
+TEST(GpuStepProgram, VerifyNamesTheBucketAndTheWrongElement) {
+  const ModelProfile model{
+      .name = "tiny", .tensors = {{.name = "fc.w", .count = 100}}, .forward_gflops = 0};
+  std::vector<HostStepBackend::Counters> counters;
+  std::vector<std::map<std::string, double>> values;
+  const auto statuses = run_gpu_steps(model, true, 1, &counters, &values);
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1].to_string();
+  ASSERT_FALSE(statuses[0].ok());
+  EXPECT_NE(statuses[0].message().find("verify: device allreduce of grad/fc.w at step 0 on rank 0 "
+                                       "of 2: element 3 is 4, expected 3"),
+            std::string::npos)
+      << statuses[0].message();
 }
 
 TEST(GpuUnavailable, EntryPointsFailWithAClearMessage) {

@@ -1,10 +1,6 @@
-// The GPU workload for real runs (kftrain -gpu): a profiled model (workloads/model.h) turned into
-// real GPU work. Each step runs cuBLAS SGEMMs whose FLOPs match the model's forward + backward
-// cost for the local batch (3 x forward FLOPs per sample x batch, the usual estimate), writes
-// gradient buckets of the model's real tensor sizes in device memory (each element
-// rank + 1 + step % 5, so -verify can check the sums), then allreduces every bucket on the device
-// by the selected device strategy (NCCL, NCCL_HIERARCHICAL or STAGED[:S]). The per-step GPU
-// compute time and its TFLOP/s are reported as step values (gpu_compute_ms, gpu_tflops).
+// kftrain -gpu's step program on a real GPU: workloads/gpu_step_program.h's program over a backend
+// made of cuBLAS SGEMMs, a fill kernel, and the device allreduce of a GpuContext (NCCL,
+// NCCL_HIERARCHICAL or STAGED[:S]).
 #pragma once
 
 #include <cstddef>
@@ -22,8 +18,8 @@ struct GpuProgramOptions {
   bool verify = false;           // check every element of every allreduced bucket (slow)
   GpuOptions gpu;                // device (-1: local rank % devices) and strategy
   bool tf32 = false;             // let cuBLAS use TF32 tensor cores for the SGEMMs
-  std::size_t gemm_dim =
-      4096;                  // the GEMMs are (m x gemm_dim) x (gemm_dim x gemm_dim), m <= gemm_dim
+  // The GEMMs are (m x gemm_dim) x (gemm_dim x gemm_dim), m <= gemm_dim (at least 64).
+  std::size_t gemm_dim = 4096;
   double flops_scale = 1.0;  // scale the GEMM work (calibration against a measured step time)
 };
 
