@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
     }
     kf::SupervisorOptions options{
         .command = command, .prefix = verbose, .quiet = quiet, .logdir = logdir};
-    if (!timeout_text.empty()) options.timeout = kf::parse_duration(timeout_text);
+    if (!timeout_text.empty()) options.timeout = kf::parse_flag_duration(timeout_text);
     if (watch) {
-      options.detach_timeout = kf::parse_duration(detach_timeout_text);
+      options.detach_timeout = kf::parse_flag_duration(detach_timeout_text);
       const kf::ElasticOptions elastic{.self = self,
                                        .strategy = strategy,
                                        .config_server = config_server,

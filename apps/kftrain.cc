@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
         .compute_per_sample = compute_ms >= 0 ? std::chrono::nanoseconds(static_cast<std::int64_t>(
                                                     compute_ms * 1e6 / std::max(batch, 1)))
                                               : kf::compute_time_per_sample(model, device),
-        .engine = {.timeout = kf::parse_duration(timeout_text)},
+        .engine = {.timeout = kf::parse_flag_duration(timeout_text)},
         .ping_every = ping_every,
         .joining = env_or("KUNGFU_JOINING") == "1",
         .verify = verify};

@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<kf::gpu::CudaDevice> device;
     if (kf::Status s = kf::gpu::CudaDevice::open(device_index, &device); !s.ok())
       throw std::runtime_error(s.to_string());
-    const std::size_t bytes = kf::parse_size(bytes_text);
+    const std::size_t bytes = kf::parse_size(bytes_text, kf::UnitStyle::flag);
     std::vector<kf::DType> types;
     if (dtypes == "all") {
       types.assign(std::begin(kf::kAllDTypes), std::end(kf::kAllDTypes));

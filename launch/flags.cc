@@ -37,56 +37,9 @@ Args go_style_args(int argc, char** argv, const std::set<std::string>& bool_flag
   return a;
 }
 
-std::chrono::milliseconds parse_duration(std::string_view text) {
-  const std::string t(text);
-  double total_ms = 0;
-  std::size_t pos = 0;
-  bool any = false;
-  while (pos < t.size()) {
-    char* end = nullptr;
-    const double v = std::strtod(t.c_str() + pos, &end);
-    const std::size_t used = static_cast<std::size_t>(end - (t.c_str() + pos));
-    if (used == 0) throw std::invalid_argument(fmt::format("duration '{}': bad number", text));
-    pos += used;
-    std::string unit;
-    while (pos < t.size() && std::isalpha(static_cast<unsigned char>(t[pos])))
-      unit += t[pos++];
-    if (unit.empty() || unit == "s") {
-      total_ms += v * 1000;
-    } else if (unit == "ms") {
-      total_ms += v;
-    } else if (unit == "m") {
-      total_ms += v * 60'000;
-    } else if (unit == "h") {
-      total_ms += v * 3'600'000;
-    } else {
-      throw std::invalid_argument(fmt::format("duration '{}': unknown unit '{}'", text, unit));
-    }
-    any = true;
-  }
-  if (!any || total_ms < 0) throw std::invalid_argument(fmt::format("duration '{}'", text));
-  return std::chrono::milliseconds(static_cast<long long>(total_ms));
-}
-
-std::size_t parse_size(std::string_view text) {
-  const std::string t(text);
-  char* end = nullptr;
-  const double v = std::strtod(t.c_str(), &end);
-  const std::string unit(end);
-  double mult = 1;
-  if (unit.empty() || unit == "B") {
-    mult = 1;
-  } else if (unit == "K" || unit == "KB" || unit == "k") {
-    mult = 1024;
-  } else if (unit == "M" || unit == "MB") {
-    mult = 1024.0 * 1024;
-  } else if (unit == "G" || unit == "GB") {
-    mult = 1024.0 * 1024 * 1024;
-  } else {
-    throw std::invalid_argument(fmt::format("size '{}': unknown unit '{}'", text, unit));
-  }
-  if (end == t.c_str() || v < 0) throw std::invalid_argument(fmt::format("size '{}'", text));
-  return static_cast<std::size_t>(v * mult);
+std::chrono::milliseconds parse_flag_duration(std::string_view text) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      parse_duration(text, UnitStyle::flag));
 }
 
 }  // namespace kf

@@ -1,4 +1,4 @@
-// Command-line conventions shared by kfrun and kfbench: Go-style single-dash long flags
+// Command-line conventions shared by kfrun, kfbench and kftrain: Go-style single-dash long flags
 // ("-np 4", "-port-range=...") as kungfu-run and nccl-tests take them, mapped onto CLI11's
 // double-dash names; and Go-style durations ("30s", "5m", "1h30m", "250ms").
 #pragma once
@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "runtime/units.h"
 
 namespace kf {
 
@@ -23,10 +25,8 @@ struct Args {
 Args go_style_args(int argc, char** argv, const std::set<std::string>& bool_flags = {"q", "w", "v"},
                    bool stop_at_positional = true);
 
-// "30s", "5m", "1h30m", "250ms", "2.5s", or a bare number of seconds. Throws on anything else.
-std::chrono::milliseconds parse_duration(std::string_view text);
-
-// "1K", "64M", "1G", "4096": powers of 1024. Throws on anything else.
-std::size_t parse_size(std::string_view text);
+// Durations and sizes on the command line: runtime/units.h with UnitStyle::flag ("30s", "1h30m",
+// a bare number of seconds; "64M", "4096"), in the milliseconds kfrun's timeouts are kept in.
+std::chrono::milliseconds parse_flag_duration(std::string_view text);
 
 }  // namespace kf

@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "runtime/message.h"
+#include "runtime/wire_size.h"
 
 namespace kf::wire {
 
-inline constexpr std::size_t kHeaderBytes = 40;
+inline constexpr std::size_t kHeaderBytes = kFrameHeaderBytes;
 inline constexpr std::size_t kMaxNameBytes = 4096;
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 30;
 

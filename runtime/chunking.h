@@ -7,6 +7,11 @@
 
 namespace kf {
 
+// The size of the pieces a collective travels in, unless told otherwise (EngineOptions,
+// a scenario's `chunk`, kfbench -chunk): large enough that a piece's header and per-message work
+// are small beside its bytes, small enough that pieces pipeline through trees and rings.
+inline constexpr std::size_t kDefaultChunkBytes = std::size_t{1} << 20;
+
 struct Range {
   std::size_t first = 0;  // in elements
   std::size_t count = 0;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/chunking.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/executor.h"
 #include "runtime/operation.h"
@@ -26,8 +27,8 @@
 namespace kf {
 
 struct EngineOptions {
-  std::size_t chunk_bytes = std::size_t{1} << 20;  // collectives travel in pieces of this size
-  Duration timeout = std::chrono::seconds(30);     // default deadline of every operation
+  std::size_t chunk_bytes = kDefaultChunkBytes;  // collectives travel in pieces of this size
+  Duration timeout = std::chrono::seconds(30);   // default deadline of every operation
   StrategyName strategy = StrategyName::automatic;
   // A remote payload (read from a same-host peer on demand) that arrives before its operation
   // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its

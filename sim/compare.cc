@@ -12,16 +12,23 @@
 
 namespace kf {
 
-Comparison compare_worlds(const Scenario& scenario, const std::vector<std::string>& worlds,
+double mean_step_seconds(const WorldRun& run) {
+  double sum = 0;
+  for (double s : run.step_seconds)
+    sum += s;
+  return run.step_seconds.empty() ? 0 : sum / static_cast<double>(run.step_seconds.size());
+}
+
+Comparison compare_worlds(const Scenario& scenario, const std::vector<WorldKind>& worlds,
                           const std::string& out) {
   if (worlds.size() < 2) throw std::invalid_argument("--compare needs two worlds or more");
   Comparison c;
-  for (const std::string& world : worlds) {
+  for (const WorldKind world : worlds) {
     Scenario variant = scenario;
     variant.world = world;
     Simulation sim(variant);
     sim.run();
-    sim.write(out + "/" + world);
+    sim.write(out + "/" + option_name(world));
     const nlohmann::json perf = sim.perf();
     WorldRun run{.world = world,
                  .wall_seconds = perf["wall_seconds"].get<double>(),
@@ -60,9 +67,9 @@ Comparison compare_worlds(const Scenario& scenario, const std::vector<std::strin
   if (!csv) throw std::runtime_error("cannot write " + path);
   csv << "step";
   for (const auto& r : c.runs)
-    csv << "," << r.world << "_s";
+    csv << "," << option_name(r.world) << "_s";
   for (std::size_t i = 1; i < c.runs.size(); ++i)
-    csv << "," << c.runs[i].world << "_vs_" << ref.world << "_pct";
+    csv << "," << option_name(c.runs[i].world) << "_vs_" << option_name(ref.world) << "_pct";
   csv << "\n";
   for (std::size_t s = 0; s < steps; ++s) {
     csv << s;

@@ -13,7 +13,7 @@
 namespace kf {
 
 struct WorldRun {
-  std::string world;
+  WorldKind world = WorldKind::ns3;
   std::vector<double> step_seconds;  // per cluster step, in step order
   double wall_seconds = 0;
   double learning_wall_seconds = 0;  // of wall_seconds, the learning (the same in any world)
@@ -33,10 +33,13 @@ struct Comparison {
   std::vector<double> world_speedup;
 };
 
+// The mean of a run's step times; 0 without steps.
+double mean_step_seconds(const WorldRun& run);
+
 // Runs `scenario` in each of `worlds` (records into `out`/WORLD/), then writes `out`/compare.csv:
 // step, then per world its step time in seconds, then per other world its difference from the
 // first in percent. Throws std::invalid_argument for fewer than two worlds.
-Comparison compare_worlds(const Scenario& scenario, const std::vector<std::string>& worlds,
+Comparison compare_worlds(const Scenario& scenario, const std::vector<WorldKind>& worlds,
                           const std::string& out);
 
 }  // namespace kf

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/compute.h"
@@ -17,6 +18,26 @@
 #include "runtime/transport.h"
 
 namespace kf {
+
+// What queues a simulated host's packets before its NIC (switch ports are always drop-tail
+// queues of the link's size):
+enum class HostQdisc : std::uint8_t {
+  none,      // the link's drop-tail queue only
+  fq_codel,  // Linux's default qdisc: per-flow fair queueing, short queues
+  tsq,       // what TCP small queues make of any host queue: lossless, flows served in turn
+};
+
+// How a packet world's TCP senders find losses.
+enum class LossRecovery : std::uint8_t {
+  rack,     // as Linux by default (net.ipv4.tcp_recovery=1): RACK and the tail loss probe
+  rfc6675,  // ns-3 3.37's own: three duplicate ACKs, else the retransmission timer
+};
+
+// How the flow world shares a channel between the flows that meet there.
+enum class FlowSharing : std::uint8_t {
+  cubic,  // by the flows' CUBIC congestion windows, with slow start, HyStart and losses
+  fair,   // equal shares: plain max-min, no windows
+};
 
 struct WorldStats {
   std::uint64_t simulator_events = 0;  // events executed by the world's event loop so far
@@ -69,6 +90,9 @@ class SimWorld {
   virtual void stop() = 0;
   virtual TimePoint now() const = 0;
   virtual WorldStats stats() const = 0;
+  // Counters of the world's own model beside WorldStats (the flow world's rate solves and TCP
+  // rounds, ...), by name; summary.json's world_stats holds them too. None by default.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> model_counters() const { return {}; }
   // What the world sampled of its TCP senders, in time order (empty unless asked to sample).
   virtual const std::vector<TcpSample>& tcp_samples() const = 0;
 

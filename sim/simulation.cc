@@ -84,7 +84,7 @@ NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learn
           .eval_every = c.eval_every,
           .gns_every = c.gns_every,
           .variance_every = c.variance_every,
-          .cost_bytes = c.cost != "profile" ? 0
+          .cost_bytes = c.cost != StepCost::profile ? 0
                         : !sc.workload.tensor_bytes.empty()
                             ? std::accumulate(sc.workload.tensor_bytes.begin(),
                                               sc.workload.tensor_bytes.end(), std::size_t{0})
@@ -93,28 +93,27 @@ NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learn
 
 // The world the scenario names: the packet-level ns-3 one or the flow-level one.
 std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology& topo) {
-  if (sc.world == "flow") {
-    return std::make_unique<FlowWorld>(topo,
-                                       FlowOptions{.seed = sc.seed,
-                                                   .compute_jitter = sc.workload.compute_jitter,
-                                                   .tcp_windows = sc.flow_tcp == "cubic",
-                                                   .lossless_hosts = sc.topology.host_tsq,
-                                                   .tcp_sample_every = sc.tcp_samples});
-  }
+  switch (sc.world) {
+    case WorldKind::flow:
+      return std::make_unique<FlowWorld>(
+          topo, FlowOptions{.seed = sc.seed,
+                            .compute_jitter = sc.workload.compute_jitter,
+                            .tcp_windows = sc.flow_tcp == FlowSharing::cubic,
+                            .lossless_hosts = sc.topology.host_qdisc == HostQdisc::tsq,
+                            .tcp_sample_every = sc.tcp_samples});
+    case WorldKind::ns3:
 #ifdef KF_WITH_NS3
-  if (sc.world == "ns3") {
-    return std::make_unique<Ns3World>(topo, Ns3Options{.seed = sc.seed,
-                                                       .compute_jitter = sc.workload.compute_jitter,
-                                                       .host_fq_codel = sc.topology.host_fq_codel,
-                                                       .host_tsq = sc.topology.host_tsq,
-                                                       .rack = sc.tcp_recovery == "rack",
-                                                       .tcp_sample_every = sc.tcp_samples});
-  }
-  throw std::invalid_argument("unknown world '" + sc.world + "'");
+      return std::make_unique<Ns3World>(topo,
+                                        Ns3Options{.seed = sc.seed,
+                                                   .compute_jitter = sc.workload.compute_jitter,
+                                                   .host_qdisc = sc.topology.host_qdisc,
+                                                   .loss_recovery = sc.tcp_recovery,
+                                                   .tcp_sample_every = sc.tcp_samples});
 #else
-  throw std::invalid_argument("world '" + sc.world +
-                              "' is not built in (no ns-3 here): use world: flow");
+      throw std::invalid_argument("world 'ns3' is not built in (no ns-3 here): use world: flow");
 #endif
+  }
+  throw std::invalid_argument("unknown world");
 }
 
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
@@ -323,14 +322,8 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                   {"retransmission_timeouts", stats.retransmission_timeouts},
                   {"lost_retransmissions", stats.lost_retransmissions},
                   {"early_losses", stats.early_losses}};
-  if (const auto* flow = dynamic_cast<const FlowWorld*>(&world)) {
-    world_stats_["rate_solves"] = flow->flow_stats().rate_solves;
-    world_stats_["solved_flows"] = flow->flow_stats().solved_flows;
-    world_stats_["connections"] = flow->flow_stats().connections;
-    world_stats_["tcp_rounds"] = flow->flow_stats().tcp_rounds;
-    world_stats_["tcp_losses"] = flow->flow_stats().tcp_losses;
-    world_stats_["tcp_timeouts"] = flow->flow_stats().tcp_timeouts;
-  }
+  for (const auto& [name, value] : world.model_counters())
+    world_stats_[name] = value;
   if (const auto& samples = world.tcp_samples(); !samples.empty()) {
     tcp_csv_ =
         "time_s,kind,src,dst,flow,cwnd_bytes,ssthresh_bytes,srtt_s,in_flight_bytes,"
@@ -354,8 +347,10 @@ nlohmann::json Simulation::summary() const {
   nlohmann::json run = {
       {"scenario", scenario_.name},
       {"seed", scenario_.seed},
-      {"world", scenario_.world},
-      {"flow_tcp", scenario_.world == "flow" ? nlohmann::json(scenario_.flow_tcp) : nullptr},
+      {"world", option_name(scenario_.world)},
+      {"flow_tcp", scenario_.world == WorldKind::flow
+                       ? nlohmann::json(option_name(scenario_.flow_tcp))
+                       : nullptr},
       {"workers",
        recorder_.cluster_steps().empty() ? 0 : recorder_.cluster_steps().front().workers},
       {"model", w.model},

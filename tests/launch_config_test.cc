@@ -137,13 +137,6 @@ TEST(Flags, GoStyleArgsStopAtTheWorkerCommand) {
   const auto out = go_style_args(static_cast<int>(argv.size()), argv.data());
   EXPECT_EQ(out.storage, (std::vector<std::string>{"kfrun", "--np", "4", "--q", "--port-range=1-2",
                                                    "python3", "-u", "train.py", "-lr", "0.1"}));
-  EXPECT_EQ(parse_duration("1m30s"), std::chrono::seconds(90));
-  EXPECT_EQ(parse_duration("250ms"), std::chrono::milliseconds(250));
-  EXPECT_EQ(parse_duration("2"), std::chrono::seconds(2));
-  EXPECT_THROW(parse_duration("5 parsecs"), std::invalid_argument);
-  EXPECT_EQ(parse_size("64M"), std::size_t{64} << 20);
-  EXPECT_EQ(parse_size("1K"), 1024u);
-  EXPECT_THROW(parse_size("3X"), std::invalid_argument);
 }
 
 }  // namespace

@@ -196,7 +196,8 @@ TEST(SimLeafSpine, TrafficToDifferentDestinationsUsesEverySpine) {
 // Bulk flows into w0 over 1 Gbps links whose drop-tail queues hold 8 packets; returns the drops.
 std::uint64_t drops_of_bulk_incast(int senders, bool host_tsq) {
   const LinkSpec link{.bandwidth_bps = 1e9, .latency = 5us, .mtu = 1500, .queue_packets = 8};
-  Ns3World world(star_topology(4, 1, link, link), {.seed = 1, .host_tsq = host_tsq});
+  Ns3World world(star_topology(4, 1, link, link),
+                 {.seed = 1, .host_qdisc = host_tsq ? HostQdisc::tsq : HostQdisc::none});
   int left = senders;
   world.executor().post([&] {
     const char* from[] = {"w1", "w2", "w3"};
@@ -273,7 +274,7 @@ TEST(SimLosses, RackResendsALostRetransmissionWithoutWaitingForTheTimer) {
 // `bandwidth_change` is first given to w1's link as a link-change event would.
 double bulk_seconds(const LinkSpec& link, std::uint64_t bytes,
                     std::optional<double> bandwidth_change = std::nullopt) {
-  Ns3World world(star_topology(2, 1, link, link), {.seed = 1, .host_tsq = true});
+  Ns3World world(star_topology(2, 1, link, link), {.seed = 1, .host_qdisc = HostQdisc::tsq});
   if (bandwidth_change) world.set_link("w1-switch", bandwidth_change, std::nullopt);
   double seconds = -1;
   world.executor().post([&] {

@@ -14,6 +14,7 @@
 #include "sim/flow/flow_network.h"
 #include "sim/flow/flow_routes.h"
 #include "sim/flow/flow_tcp.h"
+#include "runtime/wire_size.h"
 #include "sim/flow/ring_queue.h"
 #include "sim/sim_compute.h"
 #include "sim/sim_port.h"
@@ -21,18 +22,6 @@
 namespace kf {
 
 namespace {
-
-// Bytes a message occupies on the wire besides its payload, as the real transport frames it (and
-// as the ns-3 world counts it).
-constexpr std::uint64_t kFrameHeaderBytes = 40;
-// Per TCP segment: IPv4 (20) + TCP (20) + timestamp option (12); the ns-3 world sizes segments
-// so that one fills the smallest MTU. Per packet on a point-to-point link: PPP (2).
-constexpr std::uint64_t kTcpIpHeaderBytes = 52;
-constexpr std::uint64_t kPppHeaderBytes = 2;
-
-std::uint64_t wire_bytes(const Message& m) {
-  return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
-}
 
 }  // namespace
 
@@ -250,7 +239,7 @@ FlowWorld::Impl::Impl(const PhysicalTopology& topology, FlowOptions opts)
   std::uint32_t min_mtu = 65535;
   for (const auto& l : topo.links)
     min_mtu = std::min(min_mtu, l.spec.mtu);
-  segment = min_mtu - kTcpIpHeaderBytes;
+  segment = tcp_segment_bytes(min_mtu);
   for (const auto& l : topo.links) {
     link_bandwidth.push_back(l.spec.bandwidth_bps);
     link_latency.push_back(l.spec.latency.count());
@@ -363,7 +352,7 @@ void FlowWorld::Impl::send(int src, int dst, Message&& message) {
     c.closed = true;
     return;
   }
-  const std::uint64_t bytes = wire_bytes(message);
+  const std::uint64_t bytes = frame_bytes(message);
   c.messages.emplace_back(std::move(message), bytes);
   c.waiting_bytes += static_cast<double>(bytes);
   if (!c.open) {
@@ -748,6 +737,13 @@ WorldStats FlowWorld::stats() const {
 
 const std::vector<TcpSample>& FlowWorld::tcp_samples() const {
   return impl_->samples;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> FlowWorld::model_counters() const {
+  const FlowStats s = flow_stats();
+  return {{"rate_solves", s.rate_solves}, {"solved_flows", s.solved_flows},
+          {"connections", s.connections}, {"tcp_rounds", s.tcp_rounds},
+          {"tcp_losses", s.tcp_losses},   {"tcp_timeouts", s.tcp_timeouts}};
 }
 
 FlowStats FlowWorld::flow_stats() const {

@@ -34,8 +34,8 @@
 #include <optional>
 #include <string>
 
-#include "topology/physical.h"
 #include "sim/sim_world.h"
+#include "topology/physical.h"
 
 namespace kf {
 
@@ -83,6 +83,7 @@ class FlowWorld final : public SimWorld {
   TimePoint now() const override;
   WorldStats stats() const override;
   FlowStats flow_stats() const;
+  std::vector<std::pair<std::string, std::uint64_t>> model_counters() const override;
   // A connection's in_flight_bytes is what its flow weighs (its window, or less when it has less
   // to send); its acked_bytes, what it has sent (acknowledged at once, in the fluid).
   const std::vector<TcpSample>& tcp_samples() const override;

@@ -17,6 +17,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include "runtime/wire_size.h"
 #include "sim/ns3/ns3_rack_socket.h"
 #include "sim/sim_compute.h"
 #include "sim/sim_port.h"
@@ -25,16 +26,12 @@ namespace kf {
 
 namespace {
 
-// Bytes a message occupies on the wire besides its payload: a fixed frame header plus the name,
-// as the real transport frames it.
-constexpr std::uint64_t kFrameHeaderBytes = 40;
-
 // Bytes handed to an ns-3 socket per Send. Measured: 64 KiB writes and reading all that is
 // available run 35% faster than segment-sized writes and reads (ns-3's per-item bookkeeping
 // costs more than its merging copies).
 constexpr std::uint64_t kWritePiece = 64 << 10;
 
-// host_qdisc: tsq (see Ns3Options::host_tsq): a device ring of two packets (one on the wire, one
+// host_qdisc: tsq (see Ns3Options::host_qdisc): a device ring of two packets (one on the wire, one
 // ready) under a per-flow fair queue that never drops. What all of a host's sockets may have
 // unacknowledged (socket buffer / segment, summed over its connections) stays far below
 // kTsqQueuePackets, and no sojourn time reaches kNeverDrop, so CoDel never acts.
@@ -48,10 +45,6 @@ enum class EndQueue : std::uint8_t {
   fq_codel,   // host_qdisc: fq_codel
   tsq,        // host_qdisc: tsq (the lossless fair queue over a two-packet ring above)
 };
-
-std::uint64_t wire_bytes(const Message& m) {
-  return kFrameHeaderBytes + m.header.name.size() + m.payload.size();
-}
 
 ns3::Time to_ns3(std::chrono::nanoseconds d) {
   return ns3::NanoSeconds(d.count());
@@ -146,9 +139,9 @@ class Ns3World::Impl {
     }
   }
   // Every TCP socket of the world (listeners, runtime senders, background flows): with RACK
-  // when options.rack, counting what it resends.
+  // with LossRecovery::rack, counting what it resends.
   ns3::Ptr<ns3::Socket> tcp_socket(std::uint32_t node) {
-    ns3::Ptr<ns3::Socket> socket = create_tcp_socket(nodes.Get(node), options.rack);
+    ns3::Ptr<ns3::Socket> socket = create_tcp_socket(nodes.Get(node), options.loss_recovery == LossRecovery::rack);
     if (const auto rack = ns3::DynamicCast<RackTcpSocket>(socket))
       rack->on_lost = [this](bool retransmission) {
         ++(retransmission ? stats.lost_retransmissions : stats.early_losses);
@@ -193,8 +186,8 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   std::uint32_t min_mtu = 65535;
   for (const auto& l : topo.links)
     min_mtu = std::min(min_mtu, l.spec.mtu);
-  // IPv4 (20) + TCP (20) + timestamp option (12): a full segment fills the smallest MTU.
-  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(min_mtu - 52));
+  // A full segment fills the smallest MTU.
+  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(tcp_segment_bytes(min_mtu)));
   Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(options.socket_buffer_bytes));
   Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(options.socket_buffer_bytes));
   Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(to_ns3(options.min_rto)));
@@ -210,10 +203,10 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   // with HyStart, SACK, timestamps, window scaling, an initial window of 10 segments, Nagle off
   // (our real transport sets TCP_NODELAY), an ACK every 2 segments, proportional rate reduction.
   // Known gaps to Linux: ns-3 has no RACK / tail loss probe, so a lost retransmission or a lost
-  // tail waits for the retransmission timer (>= min_rto); options.rack adds both
+  // tail waits for the retransmission timer (>= min_rto); LossRecovery::rack adds both
   // (ns3_rack_socket.h). No TCP small queues, so a host's own drop-tail queue
   // can drop its segments (Linux keeps them in the socket buffer) and ACKs wait behind bulk data
-  // (host_qdisc: tsq stands in for TSQ, see Ns3Options::host_tsq). Note: a
+  // (host_qdisc: tsq stands in for TSQ, see Ns3Options::host_qdisc). Note: a
   // RcvBufSize below SndBufSize makes ns-3 3.37 crash in TcpRateLinux::SkbSent once the receive
   // window limits the sender.
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubic::GetTypeId()));
@@ -233,9 +226,9 @@ Ns3World::Impl::Impl(const PhysicalTopology& topology, Ns3Options opts)
   node_address.assign(topo.nodes.size(), Ipv4Address());
   std::vector<bool> has_address(topo.nodes.size(), false);
   // A switch port keeps the drop-tail queue in every case.
-  const EndQueue host_queue = options.host_tsq        ? EndQueue::tsq
-                              : options.host_fq_codel ? EndQueue::fq_codel
-                                                      : EndQueue::drop_tail;
+  const EndQueue host_queue = options.host_qdisc == HostQdisc::tsq        ? EndQueue::tsq
+                              : options.host_qdisc == HostQdisc::fq_codel ? EndQueue::fq_codel
+                                                                          : EndQueue::drop_tail;
   for (const auto& l : topo.links) {
     PointToPointHelper p2p;
     // A shaped link's wire runs at its line rate; the token bucket in front of it holds it to
@@ -504,7 +497,7 @@ void Ns3World::Impl::send(int src, int dst, Message message) {
   if (failed[static_cast<std::size_t>(src)]) return;
   if (dst < 0 || dst >= static_cast<int>(links.size()) || dst == src) return;
   Connection& c = connection(src, dst);
-  const std::uint64_t bytes = wire_bytes(message);
+  const std::uint64_t bytes = frame_bytes(message);
   c.unwritten.push_back(bytes);
   c.in_flight.emplace_back(std::move(message), bytes);
   if (!c.tx) {

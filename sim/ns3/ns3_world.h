@@ -22,8 +22,8 @@
 #include "runtime/compute.h"
 #include "runtime/executor.h"
 #include "runtime/transport.h"
-#include "topology/physical.h"
 #include "sim/sim_world.h"
+#include "topology/physical.h"
 
 namespace kf {
 
@@ -36,20 +36,19 @@ struct Ns3Options {
   // Compute times are scaled by a factor uniform in [1 - j, 1 + j], from a generator seeded by
   // (seed, rank).
   double compute_jitter = 0;
-  // Put Linux's default qdisc (fq_codel: per-flow fair queueing, short queues) on every host's
-  // NIC, as on a real host; switch ports stay drop-tail queues of the link's size either way.
-  bool host_fq_codel = false;
-  // A Linux host's egress as TCP small queues shape it, whatever its qdisc: each socket keeps
-  // at most a packet or two in the queue and the rest waits in its socket buffer, so the host
-  // never drops its own segments and a plain FIFO serves its sockets in turn. Modelled as a
-  // per-flow fair queue that never drops over a device ring of two packets. ns-3's TCP has no
-  // TSQ: without this its windows fill a host's drop-tail queue, and a host with a bulk flow
-  // delays (and drops) its other connections' segments behind it.
-  bool host_tsq = false;
-  // Linux's loss detection (RACK and the tail loss probe, ns3_rack_socket.h) in every TCP
-  // sender; without it a lost retransmission or a lost tail waits for the retransmission timer,
-  // as in stock ns-3.
-  bool rack = true;
+  // Every host's NIC queue; switch ports stay drop-tail queues of the link's size either way.
+  //   fq_codel: Linux's default qdisc (per-flow fair queueing, short queues), as on a real host.
+  //   tsq: a Linux host's egress as TCP small queues shape it, whatever its qdisc: each socket
+  //     keeps at most a packet or two in the queue and the rest waits in its socket buffer, so
+  //     the host never drops its own segments and a plain FIFO serves its sockets in turn.
+  //     Modelled as a per-flow fair queue that never drops over a device ring of two packets.
+  //     ns-3's TCP has no TSQ: without this its windows fill a host's drop-tail queue, and a
+  //     host with a bulk flow delays (and drops) its other connections' segments behind it.
+  HostQdisc host_qdisc = HostQdisc::none;
+  // rack: Linux's loss detection (RACK and the tail loss probe, ns3_rack_socket.h) in every TCP
+  // sender; rfc6675: a lost retransmission or a lost tail waits for the retransmission timer, as
+  // in stock ns-3.
+  LossRecovery loss_recovery = LossRecovery::rack;
   // Every runtime and background TCP sender's state every this often (0: never): tcp_samples().
   std::chrono::nanoseconds tcp_sample_every{0};
 };

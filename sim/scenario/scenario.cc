@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "runtime/units.h"
 #include "workloads/model.h"
 
 namespace kf {
@@ -168,6 +169,16 @@ class Reader {
     return scalar(n, path, "a string");
   }
 
+  // One of an option's names (OptionNames<E>); `expected` for a node that is no scalar, `what`
+  // names the option in "unknown WHAT 'x' (known: ...)".
+  template <typename E>
+  E option(const Node& n, const std::string& path, const std::string& expected,
+           const std::string& what) const {
+    const std::string& s = scalar(n, path, expected);
+    if (const auto v = parse_option<E>(s)) return *v;
+    fail(n, path, "unknown " + what + " '" + s + "' (known: " + option_names<E>() + ")");
+  }
+
   std::int64_t integer(const Node& n, const std::string& path, std::int64_t lo,
                        std::int64_t hi = std::numeric_limits<std::int64_t>::max()) const {
     const std::string& s = scalar(n, path, "an integer");
@@ -235,7 +246,7 @@ class Reader {
   std::chrono::nanoseconds duration(const Node& n, const std::string& path) const {
     const std::string& s = scalar(n, path, "a duration like 5us");
     try {
-      return parse_duration(s);
+      return parse_duration(s, UnitStyle::strict);
     } catch (const std::invalid_argument& e) {
       fail(n, path, e.what());
     }
@@ -244,7 +255,7 @@ class Reader {
   std::size_t size(const Node& n, const std::string& path) const {
     const std::string& s = scalar(n, path, "a size like 1MiB");
     try {
-      return parse_size(s);
+      return parse_size(s, UnitStyle::strict);
     } catch (const std::invalid_argument& e) {
       fail(n, path, e.what());
     }
@@ -299,7 +310,7 @@ class Reader {
     }
     if (n.IsScalar()) {
       try {
-        t.time = parse_duration(n.Scalar());
+        t.time = parse_duration(n.Scalar(), UnitStyle::strict);
       } catch (const std::invalid_argument& e) {
         fail(n, path, std::string(e.what()) + "; or give a step: {step: N}");
       }
@@ -464,14 +475,8 @@ TopologyConfig Reader::topology(const Node& n) const {
                   {"kind", "hosts", "workers_per_host", "link", "intra_host", "leaves", "spines",
                    "hosts_per_leaf", "uplink", "oversubscription", "host_qdisc"});
   TopologyConfig t;
-  if (const auto q = m.get("host_qdisc")) {
-    const std::string qdisc = scalar(*q, m.child("host_qdisc"), "none, fq_codel or tsq");
-    if (qdisc != "fq_codel" && qdisc != "none" && qdisc != "tsq") {
-      fail(*q, m.child("host_qdisc"), "unknown qdisc '" + qdisc + "' (known: fq_codel, none, tsq)");
-    }
-    t.host_fq_codel = qdisc == "fq_codel";
-    t.host_tsq = qdisc == "tsq";
-  }
+  if (const auto q = m.get("host_qdisc"))
+    t.host_qdisc = option<HostQdisc>(*q, m.child("host_qdisc"), "none, fq_codel or tsq", "qdisc");
   if (const auto k = m.get("kind")) {
     const std::string kind = scalar(*k, m.child("kind"), "star or leaf-spine");
     if (kind == "star") {
@@ -585,11 +590,8 @@ NumericConfig Reader::numeric(const Node& n) const {
   if (const auto v = m.get("gns_every")) c.gns_every = int32(*v, m.child("gns_every"), 0);
   if (const auto v = m.get("variance_every"))
     c.variance_every = int32(*v, m.child("variance_every"), 0);
-  if (const auto v = m.get("cost")) {
-    c.cost = string(*v, m.child("cost"));
-    if (c.cost != "profile" && c.cost != "numeric")
-      fail(*v, m.child("cost"), "expected profile or numeric, got '" + c.cost + "'");
-  }
+  if (const auto v = m.get("cost"))
+    c.cost = option<StepCost>(*v, m.child("cost"), "profile or numeric", "step cost");
   if (const auto v = m.get("target_accuracy")) {
     c.target_accuracy = number(*v, m.child("target_accuracy"));
     if (c.target_accuracy < 0 || c.target_accuracy > 1)
@@ -985,18 +987,9 @@ Scenario Reader::build(const Node& root) const {
   if (const auto v = m.get("description")) sc.description = string(*v, "description");
   if (const auto v = m.get("seed")) sc.seed = static_cast<std::uint64_t>(integer(*v, "seed", 0));
   sc.steps = int32(m.require("steps"), "steps", 1);
-  if (const auto v = m.get("world")) {
-    const std::string world = scalar(*v, "world", "a world name");
-    if (world != "ns3" && world != "flow")
-      fail(*v, "world", "unknown world '" + world + "' (known: ns3, flow)");
-    sc.world = world;
-  }
-  if (const auto v = m.get("flow_tcp")) {
-    const std::string tcp = scalar(*v, "flow_tcp", "a flow-world TCP model");
-    if (tcp != "cubic" && tcp != "fair")
-      fail(*v, "flow_tcp", "unknown flow-world TCP model '" + tcp + "' (known: cubic, fair)");
-    sc.flow_tcp = tcp;
-  }
+  if (const auto v = m.get("world")) sc.world = option<WorldKind>(*v, "world", "a world name", "world");
+  if (const auto v = m.get("flow_tcp"))
+    sc.flow_tcp = option<FlowSharing>(*v, "flow_tcp", "a flow-world TCP model", "flow-world TCP model");
   sc.topology = topology(m.require("topology"));
   if (const auto v = m.get("workload")) sc.workload = workload(*v);
   if (const auto v = m.get("strategy")) {
@@ -1035,10 +1028,8 @@ Scenario Reader::build(const Node& root) const {
     }
   }
   if (const auto v = m.get("tcp_recovery")) {
-    const std::string r = scalar(*v, "tcp_recovery", "a TCP loss recovery");
-    if (r != "rack" && r != "rfc6675")
-      fail(*v, "tcp_recovery", "unknown TCP loss recovery '" + r + "' (known: rack, rfc6675)");
-    sc.tcp_recovery = r;
+    sc.tcp_recovery =
+        option<LossRecovery>(*v, "tcp_recovery", "a TCP loss recovery", "TCP loss recovery");
   }
   if (const auto v = m.get("policy")) sc.policies = policies(*v);
   if (const auto v = m.get("monitoring")) {

@@ -4,6 +4,7 @@
 // (ScenarioError), which kfsim turns into exit code 2.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -14,10 +15,75 @@
 #include <vector>
 
 #include "policies/registry.h"
+#include "runtime/chunking.h"
+#include "sim/sim_world.h"
 #include "topology/physical.h"
 #include "topology/strategy.h"
 
 namespace kf {
+
+// Which simulated world runs the scenario.
+enum class WorldKind : std::uint8_t {
+  ns3,   // packet level: ns-3's TCP/IP over point-to-point links
+  flow,  // flow level: fluid flows with TCP windows (sim/flow/)
+};
+
+// What a numeric workload's step costs the network.
+enum class StepCost : std::uint8_t {
+  profile,  // the workload model's gradient bytes (the numeric model standing in for it)
+  numeric,  // the numeric model's own bytes
+};
+
+// The names a scenario file writes for the values of an option, one table per option; the order
+// is the order error messages list them in.
+template <typename E>
+struct OptionNames;
+template <>
+struct OptionNames<WorldKind> {
+  static constexpr std::array<std::pair<WorldKind, std::string_view>, 2> table{
+      {{WorldKind::ns3, "ns3"}, {WorldKind::flow, "flow"}}};
+};
+template <>
+struct OptionNames<HostQdisc> {
+  static constexpr std::array<std::pair<HostQdisc, std::string_view>, 3> table{
+      {{HostQdisc::fq_codel, "fq_codel"}, {HostQdisc::none, "none"}, {HostQdisc::tsq, "tsq"}}};
+};
+template <>
+struct OptionNames<FlowSharing> {
+  static constexpr std::array<std::pair<FlowSharing, std::string_view>, 2> table{
+      {{FlowSharing::cubic, "cubic"}, {FlowSharing::fair, "fair"}}};
+};
+template <>
+struct OptionNames<LossRecovery> {
+  static constexpr std::array<std::pair<LossRecovery, std::string_view>, 2> table{
+      {{LossRecovery::rack, "rack"}, {LossRecovery::rfc6675, "rfc6675"}}};
+};
+template <>
+struct OptionNames<StepCost> {
+  static constexpr std::array<std::pair<StepCost, std::string_view>, 2> table{
+      {{StepCost::profile, "profile"}, {StepCost::numeric, "numeric"}}};
+};
+
+template <typename E>
+std::string option_name(E value) {
+  for (const auto& [v, name] : OptionNames<E>::table)
+    if (v == value) return std::string(name);
+  return "?";
+}
+template <typename E>
+std::optional<E> parse_option(std::string_view name) {
+  for (const auto& [v, n] : OptionNames<E>::table)
+    if (n == name) return v;
+  return std::nullopt;
+}
+// "ns3, flow"
+template <typename E>
+std::string option_names() {
+  std::string out;
+  for (const auto& [v, name] : OptionNames<E>::table)
+    out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
 
 class ScenarioError : public std::runtime_error {
  public:
@@ -92,12 +158,9 @@ struct TopologyConfig {
   int hosts_per_leaf = 1;
   LinkSpec uplink;            // leaf <-> spine
   bool outside_host = false;  // add node "outside" on the switch (set when an event names it)
-  // Hosts' NIC qdisc: none (the link's drop-tail queue only), fq_codel (Linux's default) or tsq
-  // (what TCP small queues make of a host queue: lossless, flows served in turn; Ns3Options).
-  // tsq by default: it is what a Linux host does, whichever qdisc it runs (the real-twin cells
-  // agree with ns-3 in 18 of 24 with it, 11 without; artifact/README.md, fidelity).
-  bool host_fq_codel = false;
-  bool host_tsq = true;
+  // Hosts' NIC qdisc (Ns3Options::host_qdisc). tsq by default: it is what a Linux host does,
+  // whichever qdisc it runs (artifact/README.md, Fidelity, compares the three with a real cluster).
+  HostQdisc host_qdisc = HostQdisc::tsq;
 };
 
 // Real math in the simulation: a numeric model trained on a dataset, its gradients (real bytes)
@@ -123,9 +186,7 @@ struct NumericConfig {
   int gns_every = 0;
   int variance_every = 0;
   double target_accuracy = 0;  // > 0: summary.json reports the time to reach it
-  // What a step's communication costs: "profile" (the workload model's gradient bytes, the
-  // numeric model standing in for it) or "numeric" (the numeric model's own bytes).
-  std::string cost = "profile";
+  StepCost cost = StepCost::profile;
 };
 
 struct WorkloadConfig {
@@ -178,15 +239,13 @@ struct Scenario {
   std::string description;
   std::uint64_t seed = 1;
   int steps = 10;
-  std::string world = "ns3";  // ns3 (packet level) or flow (fluid)
-  // The flow world's TCP: "cubic" (flows meeting at a channel share it by their congestion
-  // windows, CubicWindow) or "fair" (equal shares: plain max-min).
-  std::string flow_tcp = "cubic";
+  WorldKind world = WorldKind::ns3;
+  FlowSharing flow_tcp = FlowSharing::cubic;  // the flow world's sharing
   TopologyConfig topology;
   WorkloadConfig workload;
   StrategyName strategy = StrategyName::binary_tree_star;
   std::string optimizer = "ssgd";  // ssgd; sma, pair_avg and ada_sgd need workload.numeric
-  std::size_t chunk_bytes = std::size_t{1} << 20;
+  std::size_t chunk_bytes = kDefaultChunkBytes;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
   // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
@@ -196,11 +255,9 @@ struct Scenario {
   // ns-3 world: every TCP sender's state (cwnd, ssthresh, srtt, bytes in flight, bytes acked)
   // every this often into tcp.csv; 0: never. The flow world has no TCP and ignores it.
   std::chrono::nanoseconds tcp_samples{0};
-  // ns-3 world: how a TCP sender finds losses. "rack": as Linux does by default
-  // (net.ipv4.tcp_recovery=1), a segment is lost once one sent after it has arrived, and a
-  // silent tail is probed; "rfc6675": ns-3 3.37's own recovery (three duplicate ACKs, else the
-  // retransmission timer). The flow world ignores it.
-  std::string tcp_recovery = "rack";
+  // ns-3 world: how a TCP sender finds losses. rack: as Linux does by default, a segment is lost
+  // once one sent after it has arrived, and a silent tail is probed. The flow world ignores it.
+  LossRecovery tcp_recovery = LossRecovery::rack;
   std::optional<Sweep> sweep;
   std::vector<Variant> variants;  // empty: one run of this scenario
 };
@@ -216,12 +273,5 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 // The same from YAML text; `file` is used in error messages.
 Scenario parse_scenario(const std::string& yaml_text, const std::string& file,
                         const std::vector<std::string>& overrides = {});
-
-// Units, written out: "1Gbps", "100Mbps", "10Gbit/s", "1.25GB/s" -> bits per second;
-// "5us", "1.5ms", "2s", "100ns", "1min" -> nanoseconds; "64KiB", "1MiB", "100MB" -> bytes.
-// Throw std::invalid_argument with a message naming the accepted units.
-double parse_bandwidth(const std::string& text);
-std::chrono::nanoseconds parse_duration(const std::string& text);
-std::size_t parse_size(const std::string& text);
 
 }  // namespace kf
