@@ -9,12 +9,10 @@
 #include <stdexcept>
 
 #include "runtime/engine.h"
-#include "sim/flow/flow_world.h"
+#include "sim/event_injector.h"
+#include "sim/make_world.h"
 #include "sim/sim_membership.h"
 #include "sim/timed_numeric_model.h"
-#ifdef KF_WITH_NS3
-#include "sim/ns3/ns3_world.h"
-#endif
 #include "workloads/model.h"
 #include "workloads/numeric_program.h"
 #include "workloads/trainer.h"
@@ -47,11 +45,6 @@ ClusterSpec initial_cluster(const std::vector<PeerID>& slots, const std::vector<
   for (const auto& s : slots)
     ++per_host[s.host];
   return one.resized(n, 10000, per_host.begin()->second);
-}
-
-std::string describe(const Trigger& t) {
-  if (t.step) return fmt::format("step {}", *t.step);
-  return fmt::format("{:.6f}s", to_seconds(*t.time));
 }
 
 // The scenario's numeric task: its model and data, made once and shared by every worker. Making
@@ -91,31 +84,6 @@ NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learn
                             : model_profile(sc.workload.model).parameter_count() * sizeof(float)};
 }
 
-// The world the scenario names: the packet-level ns-3 one or the flow-level one.
-std::unique_ptr<SimWorld> make_world(const Scenario& sc, const PhysicalTopology& topo) {
-  switch (sc.world) {
-    case WorldKind::flow:
-      return std::make_unique<FlowWorld>(
-          topo, FlowOptions{.seed = sc.seed,
-                            .compute_jitter = sc.workload.compute_jitter,
-                            .tcp_windows = sc.flow_tcp == FlowSharing::cubic,
-                            .lossless_hosts = sc.topology.host_qdisc == HostQdisc::tsq,
-                            .tcp_sample_every = sc.tcp_samples});
-    case WorldKind::ns3:
-#ifdef KF_WITH_NS3
-      return std::make_unique<Ns3World>(topo,
-                                        Ns3Options{.seed = sc.seed,
-                                                   .compute_jitter = sc.workload.compute_jitter,
-                                                   .host_qdisc = sc.topology.host_qdisc,
-                                                   .loss_recovery = sc.tcp_recovery,
-                                                   .tcp_sample_every = sc.tcp_samples});
-#else
-      throw std::invalid_argument("world 'ns3' is not built in (no ns-3 here): use world: flow");
-#endif
-  }
-  throw std::invalid_argument("unknown world");
-}
-
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
   std::vector<std::unique_ptr<Policy>> out;
   for (const auto& spec : specs)
@@ -128,189 +96,175 @@ PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
 Simulation::Simulation(Scenario scenario) : scenario_(std::move(scenario)) {}
 Simulation::~Simulation() = default;
 
-void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
-  const auto wall_start = std::chrono::steady_clock::now();
-  const auto learning_seconds = std::make_shared<double>(0.0);
-  const PhysicalTopology topo = build_topology(scenario_.topology);
-  const std::unique_ptr<SimWorld> world_owner = make_world(scenario_, topo);
-  SimWorld& world = *world_owner;
-  const int slots = world.workers();
-  const auto [slot_ids, runners] = slots_of(topo);
-  const int initial =
-      scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : slots;
-  const ClusterSpec cluster = initial_cluster(slot_ids, runners, initial);
-  n_workers_ = initial;
-  const ModelProfile& profile = model_profile(scenario_.workload.model);
-  // workload.tensors: a synthetic model whose gradients are exactly those tensors (f32).
-  ModelProfile synthetic{.name = "tensors", .tensors = {}, .forward_gflops = 0};
-  for (std::size_t i = 0; i < scenario_.workload.tensor_bytes.size(); ++i) {
-    synthetic.tensors.push_back(GradientTensor{.name = "tensor" + std::to_string(i),
-                                               .count = scenario_.workload.tensor_bytes[i] / 4});
+// The run's workers, by topology slot: a trainer per slot that runs one, replaced when a worker
+// starts there again (an elastic resize), and the simulated membership service that starts them.
+class Simulation::Workers {
+ public:
+  Workers(const Scenario& scenario, SimWorld& world, RunRecorder& recorder,
+          TrainerOptions trainer_options)
+      : scenario_(scenario),
+        world_(world),
+        recorder_(recorder),
+        trainer_options_(std::move(trainer_options)),
+        trainers_(static_cast<std::size_t>(world.workers())) {}
+
+  // The membership service, over every slot of the topology (`slots`), with `cluster` running.
+  void open_membership(const std::vector<PeerID>& slots, const ClusterSpec& cluster) {
+    std::map<std::string, int> per_host;
+    for (const auto& s : slots)
+      ++per_host[s.host];
+    membership_ = std::make_unique<SimMembership>(
+        world_, slots, cluster,
+        SimMembershipOptions{.config_latency = scenario_.elastic.config_latency,
+                             .spawn_delay = scenario_.elastic.spawn_delay,
+                             .slots_per_host = per_host.begin()->second},
+        [this](const ClusterSpec& c, int rank, int slot) { start(c, rank, slot, true); });
   }
-  const ModelProfile& model = synthetic.tensors.empty() ? profile : synthetic;
+
+  void start_all(const ClusterSpec& cluster) {
+    for (int r = 0; r < cluster.size(); ++r)
+      start(cluster, r, membership_->slot_of(cluster.worker(r)), false);
+  }
+
+  // Worker `slot` dies: false when none runs there.
+  bool abandon(int slot) {
+    auto& t = trainers_[static_cast<std::size_t>(slot)];
+    if (!t || t->finished()) return false;
+    t->abandon();
+    return true;
+  }
+
+  bool all_finished() const {
+    for (const auto& t : trainers_)
+      if (t && !t->finished() && t->engine() != nullptr) return false;
+    return true;
+  }
+
+  // Trainers (and their engines) go before the world: engine destructors complete what is
+  // pending.
+  void close() {
+    trainers_.clear();
+    membership_.reset();
+  }
+
+ private:
+  void start(const ClusterSpec& c, int rank, int slot, bool joining) {
+    auto& t = trainers_[static_cast<std::size_t>(slot)];
+    if (t && !t->finished()) return;  // running: a survivor
+    TrainerOptions o = trainer_options_;
+    o.joining = joining;
+    t = std::make_unique<Trainer>(c, rank,
+                                  TrainerWorld{.executor = world_.executor(),
+                                               .compute = world_.compute(slot),
+                                               .membership = membership_.get()},
+                                  o, make_policies(scenario_.policies), recorder_);
+    Trainer* trainer = t.get();
+    world_.executor().post([trainer] { trainer->start(); });
+  }
+
+  const Scenario& scenario_;
+  SimWorld& world_;
+  RunRecorder& recorder_;
+  TrainerOptions trainer_options_;
+  std::vector<std::unique_ptr<Trainer>> trainers_;
+  std::unique_ptr<SimMembership> membership_;
+};
+
+namespace {
+
+// workload.tensors: a synthetic model whose gradients are exactly those tensors (f32).
+ModelProfile synthetic_model(const WorkloadConfig& w) {
+  ModelProfile synthetic{.name = "tensors", .tensors = {}, .forward_gflops = 0};
+  for (std::size_t i = 0; i < w.tensor_bytes.size(); ++i) {
+    synthetic.tensors.push_back(
+        GradientTensor{.name = "tensor" + std::to_string(i), .count = w.tensor_bytes[i] / 4});
+  }
+  return synthetic;
+}
+
+}  // namespace
+
+TrainerOptions Simulation::trainer_options(const ModelProfile& model,
+                                           std::shared_ptr<double> learning_seconds) {
+  const WorkloadConfig& w = scenario_.workload;
   // workload.compute: the step's time, spread over the batch (a whole step of it per step).
-  const auto per_sample = scenario_.workload.compute
-                              ? *scenario_.workload.compute / scenario_.workload.batch_per_worker
-                              : compute_time_per_sample(profile, scenario_.workload.device);
+  const auto per_sample = w.compute ? *w.compute / w.batch_per_worker
+                                    : compute_time_per_sample(model_profile(w.model), w.device);
   per_sample_seconds_ = to_seconds(per_sample);
-  TrainerOptions trainer_options{.model = &model,
-                                 .batch_per_worker = scenario_.workload.batch_per_worker,
-                                 .fusion_bytes = scenario_.workload.fusion_bytes,
-                                 .phantom = scenario_.workload.phantom,
-                                 .steps = scenario_.steps,
-                                 .compute_per_sample = per_sample,
-                                 .engine = {.chunk_bytes = scenario_.chunk_bytes,
-                                            .timeout = scenario_.timeout,
-                                            .strategy = scenario_.strategy},
-                                 .ping_every = scenario_.ping_every};
-  if (scenario_.workload.numeric) {
-    trainer_options.learning_rate = scenario_.workload.numeric->learning_rate;
-    trainer_options.program = [numeric = numeric_options(scenario_, learning_seconds)](int rank,
-                                                                                       int size) {
+  TrainerOptions o{.model = &model,
+                   .batch_per_worker = w.batch_per_worker,
+                   .fusion_bytes = w.fusion_bytes,
+                   .phantom = w.phantom,
+                   .steps = scenario_.steps,
+                   .compute_per_sample = per_sample,
+                   .engine = {.chunk_bytes = scenario_.chunk_bytes,
+                              .timeout = scenario_.timeout,
+                              .strategy = scenario_.strategy},
+                   .ping_every = scenario_.ping_every};
+  if (w.numeric) {
+    o.learning_rate = w.numeric->learning_rate;
+    o.program = [numeric = numeric_options(scenario_, std::move(learning_seconds))](int rank,
+                                                                                    int size) {
       return std::make_unique<NumericProgram>(numeric, rank, size);
     };
   }
+  return o;
+}
 
-  // Trainers by slot; a slot's trainer is replaced when a worker starts there again.
-  std::vector<std::unique_ptr<Trainer>> trainers(static_cast<std::size_t>(slots));
-  std::unique_ptr<SimMembership> membership;
-  const auto start_worker = [&](const ClusterSpec& c, int rank, int slot, bool joining) {
-    auto& t = trainers[static_cast<std::size_t>(slot)];
-    if (t && !t->finished()) return;  // running: a survivor
-    TrainerOptions o = trainer_options;
-    o.joining = joining;
-    t = std::make_unique<Trainer>(c, rank,
-                                  TrainerWorld{.executor = world.executor(),
-                                               .compute = world.compute(slot),
-                                               .membership = membership.get()},
-                                  o, make_policies(scenario_.policies), recorder_);
-    Trainer* trainer = t.get();
-    world.executor().post([trainer] { trainer->start(); });
-  };
-  std::map<std::string, int> per_host;
-  for (const auto& s : slot_ids)
-    ++per_host[s.host];
-  membership = std::make_unique<SimMembership>(
-      world, slot_ids, cluster,
-      SimMembershipOptions{.config_latency = scenario_.elastic.config_latency,
-                           .spawn_delay = scenario_.elastic.spawn_delay,
-                           .slots_per_host = per_host.begin()->second},
-      [&](const ClusterSpec& c, int rank, int slot) { start_worker(c, rank, slot, true); });
+void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const auto learning_seconds = std::make_shared<double>(0.0);
 
-  // ---- events: each start / stop is an action fired at its step or time ----
-  struct Injection {
-    std::function<void()> fire;
-  };
-  std::multimap<std::int64_t, Injection> at_step;
-  std::map<std::string, std::size_t> window_of;
-  const auto now = [&world] { return world.now(); };
-  const auto record = [&](const ScenarioEvent& e, const std::string& kind, const std::string& phase,
-                          const std::string& detail) {
-    recorder_.add_event(
-        {.time = now(), .kind = kind, .phase = phase, .label = e.label, .detail = detail});
-    if (phase == "start" || phase == "at") {
-      window_of[e.label] = windows_.size();
-      windows_.push_back({.label = e.label, .kind = kind, .start = now()});
-    } else if (phase == "stop") {
-      windows_[window_of.at(e.label)].stop = now();
-    }
-  };
-  const auto schedule = [&](const Trigger& t, std::function<void()> fire) {
-    if (t.step) {
-      at_step.emplace(*t.step, Injection{std::move(fire)});
-    } else {
-      world.executor().post_after(*t.time, std::move(fire));
-    }
-  };
-  auto backgrounds = std::make_shared<std::map<std::string, int>>();
+  // ---- the world and its workers ----
+  const PhysicalTopology topo = build_topology(scenario_.topology);
+  const std::unique_ptr<SimWorld> world_owner = make_world(scenario_, topo);
+  SimWorld& world = *world_owner;
+  const auto [slot_ids, runners] = slots_of(topo);
+  const int initial =
+      scenario_.elastic.initial_workers > 0 ? scenario_.elastic.initial_workers : world.workers();
+  const ClusterSpec cluster = initial_cluster(slot_ids, runners, initial);
+  n_workers_ = initial;
+  const ModelProfile synthetic = synthetic_model(scenario_.workload);
+  const ModelProfile& model =
+      synthetic.tensors.empty() ? model_profile(scenario_.workload.model) : synthetic;
+  Workers workers(scenario_, world, recorder_, trainer_options(model, learning_seconds));
+  workers.open_membership(slot_ids, cluster);
   // The run ends when no trainer is left running (background traffic would go on forever).
   const auto check_done = [&] {
-    for (const auto& t : trainers)
-      if (t && !t->finished() && t->engine() != nullptr) return;
-    world.stop();
+    if (workers.all_finished()) world.stop();
   };
-  for (const ScenarioEvent& e : scenario_.events) {
-    std::visit(
-        [&](const auto& ev) {
-          using T = std::decay_t<decltype(ev)>;
-          if constexpr (std::is_same_v<T, ContentionEvent>) {
-            const std::string detail =
-                fmt::format("{} -> {}, {} flow(s){}", ev.from, ev.to, ev.flows,
-                            ev.rate_bps ? fmt::format(" at {:.0f} bps each", *ev.rate_bps) : "");
-            schedule(ev.start, [&, e, ev, detail, backgrounds] {
-              (*backgrounds)[e.label] =
-                  world.start_background(ev.from, ev.to, ev.rate_bps, ev.flows);
-              record(e, "contention", "start", detail);
-            });
-            if (ev.stop) {
-              schedule(*ev.stop, [&, e, backgrounds] {
-                world.stop_background(backgrounds->at(e.label));
-                record(e, "contention", "stop", "");
-              });
-            }
-          } else if constexpr (std::is_same_v<T, StragglerEvent>) {
-            schedule(ev.start, [&, e, ev] {
-              world.set_straggler(ev.worker, ev.factor);
-              record(e, "straggler", "start",
-                     fmt::format("worker {} computes {}x slower", ev.worker, ev.factor));
-            });
-            if (ev.stop) {
-              schedule(*ev.stop, [&, e, ev] {
-                world.set_straggler(ev.worker, 1.0);
-                record(e, "straggler", "stop", fmt::format("worker {}", ev.worker));
-              });
-            }
-          } else if constexpr (std::is_same_v<T, LinkEvent>) {
-            schedule(ev.at, [&, e, ev] {
-              world.set_link(ev.link, ev.bandwidth_bps, ev.latency);
-              std::string detail = ev.link;
-              if (ev.bandwidth_bps)
-                detail += fmt::format(" bandwidth {:.0f} bps", *ev.bandwidth_bps);
-              if (ev.latency) detail += fmt::format(" latency {:.9f} s", to_seconds(*ev.latency));
-              record(e, "link", "at", detail);
-            });
-          } else if constexpr (std::is_same_v<T, FailEvent>) {
-            schedule(ev.at, [&, e, ev] {
-              auto& trainer = trainers[static_cast<std::size_t>(ev.worker)];
-              if (!trainer || trainer->finished()) return;
-              trainer->abandon();
-              world.fail(ev.worker);
-              record(e, "fail", "at",
-                     fmt::format("worker {} died at {}", ev.worker, describe(ev.at)));
-              check_done();
-            });
-          }
-        },
-        e.what);
-  }
 
-  std::int64_t started_step = -1;
+  // ---- the scenario's events ----
+  EventInjector injector(world, recorder_, windows_,
+                         {.abandon_worker = [&](int slot) { return workers.abandon(slot); },
+                          .worker_died = check_done});
+  injector.schedule(scenario_.events);
   recorder_.on_step_started = [&](int, std::int64_t step, TimePoint) {
-    // Step-triggered events fire when the first worker begins that step.
-    while (started_step < step) {
-      ++started_step;
-      const auto [first, last] = at_step.equal_range(started_step);
-      for (auto it = first; it != last; ++it)
-        it->second.fire();
-    }
+    injector.step_started(step);
   };
   std::map<std::int64_t, int> finished_per_step;
-  std::int64_t steps_done = 0;
   recorder_.on_step_finished = [&](const StepRecord& s) {
     if (++finished_per_step[s.step] < s.cluster_size) return;
-    steps_done = s.step + 1;
     if (progress) {
-      progress({.steps_done = steps_done,
+      progress({.steps_done = s.step + 1,
                 .steps_total = scenario_.steps,
-                .simulated_seconds = to_seconds(now().time_since_epoch())});
+                .simulated_seconds = to_seconds(world.now().time_since_epoch())});
     }
   };
   recorder_.on_worker_finished = [&](int, const Status&, TimePoint) { check_done(); };
 
-  for (int r = 0; r < cluster.size(); ++r)
-    start_worker(cluster, r, membership->slot_of(cluster.worker(r)), false);
+  workers.start_all(cluster);
   world.run();
 
+  // ---- what the world saw ----
+  keep_world_records(world);
+  workers.close();
+  wall_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  learning_wall_seconds_ = *learning_seconds;
+}
+
+void Simulation::keep_world_records(const SimWorld& world) {
   const WorldStats stats = world.stats();
   simulator_events_ = stats.simulator_events;
   simulated_seconds_ = to_seconds(world.now().time_since_epoch());
@@ -334,12 +288,6 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
                               t.in_flight_bytes, t.acked_bytes);
     }
   }
-  // Trainers (and their engines) before the world: engine destructors complete what is pending.
-  trainers.clear();
-  membership.reset();
-  wall_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  learning_wall_seconds_ = *learning_seconds;
 }
 
 nlohmann::json Simulation::summary() const {

@@ -1,6 +1,7 @@
-// Simulation: one kfsim run. Builds the network, the workers (engine + trainer each) and the
-// workload from a Scenario, injects its events when their step or time comes, runs the ns-3
-// world until every worker is done, and keeps the records.
+// Simulation: one kfsim run. Builds the world the scenario names (make_world.h) and the workers
+// (engine + trainer each, started by the simulated membership service), injects the scenario's
+// events when their step or time comes (event_injector.h), runs the world until every worker is
+// done, and keeps the records.
 #pragma once
 
 #include <functional>
@@ -10,7 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/scenario/scenario.h"
+#include "sim/sim_world.h"
+#include "workloads/model.h"
 #include "workloads/records.h"
+#include "workloads/trainer.h"
 
 namespace kf {
 
@@ -37,6 +41,14 @@ class Simulation {
   void write(const std::string& dir) const;
 
  private:
+  class Workers;
+  // The trainers' options: the workload's model and compute time, the engine's, the numeric
+  // program (whose learning adds its wall time to `learning_seconds`).
+  TrainerOptions trainer_options(const ModelProfile& model,
+                                 std::shared_ptr<double> learning_seconds);
+  // The world's counters and TCP samples, for summary.json and tcp.csv.
+  void keep_world_records(const SimWorld& world);
+
   Scenario scenario_;
   RunRecorder recorder_;
   std::vector<EventWindow> windows_;
