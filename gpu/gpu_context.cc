@@ -21,13 +21,14 @@
 #include <stdexcept>
 #include <utility>
 
-#include "runtime/collectives.h"
-#include "topology/strategy.h"
 #include "gpu/cuda_device.h"
 #include "gpu/gpu.h"
+#include "gpu/hierarchical_allreduce.h"
 #include "gpu/nccl_comm.h"
 #include "gpu/reduce_kernels.h"
 #include "real/event_loop.h"
+#include "runtime/collectives.h"
+#include "topology/strategy.h"
 
 namespace kf {
 
@@ -627,92 +628,26 @@ void CudaGpuContext::hierarchical_allreduce(Engine& engine, DeviceAllreduceOptio
           e->reject(std::move(done), device_op_error("allreduce", o.name, e->rank(), s));
           return;
         }
-        const auto host_of = e->cluster().host_of();
-        const std::vector<int> masters = host_masters(host_of);
-        const bool multi_host = masters.size() > 1;
-        if (!multi_host) {
+        const std::vector<int> masters = host_masters(e->cluster().host_of());
+        if (masters.size() <= 1) {
           // One host: reduce + broadcast inside it is an allreduce on the local communicator,
           // issued whole (no pieces: nothing is staged through the host).
           allreduce_in_group(*g, *e, o, timeout, std::move(done));
           return;
         }
-        const bool master = g->spec.members.front() == e->rank();
-        // Across hosts: a binary tree over the host masters (every other rank alone in its tree).
-        std::vector<int> forest(static_cast<std::size_t>(e->size()));
-        for (int r = 0; r < e->size(); ++r)
-          forest[static_cast<std::size_t>(r)] = r;
-        for (std::size_t j = 1; j < masters.size(); ++j)
-          forest[static_cast<std::size_t>(masters[j])] = masters[(j - 1) / 2];
-        const ReduceOp op = o.op == ReduceOp::avg ? ReduceOp::sum : o.op;
-        const bool avg = o.op == ReduceOp::avg;
-        const int n = e->size();
-        const std::size_t elem = dtype_size(o.dtype);
-        const ncclDataType_t dt = *nccl_dtype(o.dtype);
-        NcclComm* comm = g->comm.get();
-        CudaDevice* dev = device_.get();
-
-        DevicePipeline p;
-        p.op = o;
-        p.op.op = op;
-        p.piece_bytes = options_.piece_bytes;
-        p.stage = master && multi_host;
-        p.stage_from_output = true;
-        p.down = g->stream.get();
-        p.up = g->stream.get();
-        p.sequencer = &g->sequencer;
-        const auto* in = static_cast<const std::byte*>(o.input);
-        auto* out = static_cast<std::byte*>(o.output);
-        p.before = [dev, comm, in, out, elem, dt, op](std::size_t first, std::size_t count,
-                                                      DeviceStream& st) -> Status {
-          if (comm == nullptr) {  // alone on the host
-            if (in == out) return Status{};
-            return dev->copy(out + first * elem, in + first * elem, count * elem,
-                             CopyKind::device_to_device, st);
-          }
-          if (Status b = dev->bind(); !b.ok()) return b;
-          return nccl_status(ncclReduce(in + first * elem, out + first * elem, count, dt,
-                                        nccl_op(op), 0, comm->get(), native(st)),
-                             fmt::format("ncclReduce({} elements at {}, root 0)", count, first),
-                             comm->where(), comm->get());
-        };
-        if (multi_host) {
-          p.host_collective = [forest, op, timeout](Engine& en, const std::string& name,
-                                                    BufferView host, DoneCallback d) {
-            ::kf::subset_allreduce(en,
-                                   {.name = name,
-                                    .input = host,
-                                    .output = host,
-                                    .op = op,
-                                    .forest = forest,
-                                    .timeout = timeout},
-                                   std::move(d));
-          };
-        } else {
-          p.host_collective = [](Engine& en, const std::string&, BufferView, DoneCallback d) {
-            en.reject(std::move(d), Status{});
-          };
-        }
-        p.after = [dev, comm, out, elem, dt, avg, n, dtype = o.dtype](
-                      std::size_t first, std::size_t count, DeviceStream& st) -> Status {
-          if (comm != nullptr) {
-            if (Status b = dev->bind(); !b.ok()) return b;
-            if (Status b = nccl_status(
-                    ncclBroadcast(out + first * elem, out + first * elem, count, dt, 0, comm->get(),
-                                  native(st)),
-                    fmt::format("ncclBroadcast({} elements at {}, root 0)", count, first),
-                    comm->where(), comm->get());
-                !b.ok())
-              return b;
-          }
-          if (avg)
-            return dev->divide(out + first * elem, count, dtype, static_cast<std::size_t>(n), st);
-          return Status{};
-        };
-        p.notify = [this, g, timeout](DeviceStream&, Executor& ex,
-                                      std::function<void(Status)> then) {
+        const HostGroup host{.device = device_.get(),
+                             .comm = g->comm.get(),
+                             .stream = g->stream.get(),
+                             .sequencer = &g->sequencer,
+                             .master = g->spec.members.front() == e->rank()};
+        auto wait = [this, g, timeout](DeviceStream&, Executor& ex,
+                                       std::function<void(Status)> then) {
           return watch(*g, ex, timeout, std::move(then));
         };
-        run_device_pipeline(*e, *staging_, std::move(p), std::move(done));
+        run_device_pipeline(*e, *staging_,
+                            hierarchical_pipeline(host, o, masters, e->size(), options_.piece_bytes,
+                                                  timeout, std::move(wait)),
+                            std::move(done));
       });
 }
 

@@ -168,8 +168,7 @@ void print_comparison(const Comparison& c, const Scenario& arm, const std::strin
       std::find(worlds.begin(), worlds.end(), WorldKind::flow) != worlds.end()) {
     fmt::print(
         "  note: flow_tcp: fair has no windows and no losses: where TCP drops, its windows "
-        "split a port unevenly and the fair flow world is optimistic (scenarios/README.md, "
-        "Worlds)\n");
+        "split a port unevenly and the fair flow world is optimistic (docs/worlds.md)\n");
   }
   fmt::print("  per-step times: {}/compare.csv\n", where);
 }

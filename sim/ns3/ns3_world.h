@@ -6,8 +6,9 @@
 // contention shape every collective. One simulated clock is every worker's Executor; Compute
 // advances it by the profiled duration times the worker's straggler factor.
 //
-// This header is ns-3 free and C++17, so C++20 code (kfsim, tests) can use it; only ns3_world.cc
-// sees ns-3. ns-3 is a process-wide singleton: one Ns3World at a time.
+// This header is ns-3 free and C++17, so C++20 code (kfsim, tests) can use it; only the sources
+// in sim/ns3 see ns-3 (ns3_network_builder.h builds the network this world runs on). ns-3 is a
+// process-wide singleton: one Ns3World at a time.
 #pragma once
 
 #include <chrono>

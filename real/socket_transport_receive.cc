@@ -1,0 +1,117 @@
+// SocketTransport's reading: frames come off an established connection in rounds (small reads
+// through the staging buffer, large payload remainders straight into the Message), bounded per
+// readiness event so that one peer cannot hog the loop, and each round is delivered before the
+// next. Data frames are taken on inbound connections only: an outbound one brings back nothing
+// but the peer's bye.
+#include "real/socket_transport.h"
+
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "real/socket_conn.h"
+#include "real/sockets.h"
+
+namespace kf {
+namespace {
+
+constexpr std::size_t kDirectMin = 64u << 10;   // smaller payload remainders go via staging
+constexpr std::size_t kReadBudget = 16u << 20;  // per readiness event, so one peer cannot hog
+
+}  // namespace
+
+void SocketTransport::read_frames(Conn& first) {
+  const ConnId id = first.id;
+  std::size_t budget = kReadBudget;
+  // Reads in rounds of at most 64 messages, delivering each round before the next, until the
+  // socket is drained or the budget (fairness between connections) is spent.
+  while (budget > 0) {
+    const auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    std::vector<Message> messages;
+    bool drained = false;
+    while (budget > 0) {
+      ssize_t n;
+      const auto direct = c.decoder.direct_target();
+      const bool into_payload = direct.size() >= kDirectMin;
+      if (into_payload) {
+        n = ::recv(c.fd.get(), direct.data(), std::min(direct.size(), budget), 0);
+      } else {
+        n = ::recv(c.fd.get(), staging_.data(), staging_.size(), 0);
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        drained = true;
+        break;
+      }
+      if (n <= 0) {
+        const bool orderly = c.decoder.saw_bye();
+        const std::string why =
+            orderly ? std::string()
+                    : fmt::format("connection {} {} {}", c.outbound ? "to" : "from", c.address,
+                                  n == 0 ? "closed without a bye" : net::errno_text(errno));
+        for (const auto ack : c.decoder.take_acks())
+          lent_.erase(ack);
+        if (!borrow(c, messages)) return;
+        const int from = c.peer;
+        deliver(from, messages);  // may close this connection: c is not used after it
+        if (orderly && from >= 0) depart(from);
+        close(id, why);
+        return;
+      }
+      budget -= std::min(budget, static_cast<std::size_t>(n));
+      if (into_payload) {
+        c.decoder.commit(static_cast<std::size_t>(n), messages);
+      } else {
+        c.decoder.feed(std::span<const std::byte>(staging_.data(), static_cast<std::size_t>(n)),
+                       messages);
+      }
+      if (c.decoder.failed() || c.decoder.saw_bye() || messages.size() >= 64) break;
+    }
+    const int peer = c.peer;
+    for (const auto ack : c.decoder.take_acks())
+      lent_.erase(ack);
+    if (!borrow(c, messages)) return;
+    const bool bye = c.decoder.saw_bye();
+    const std::string error = c.decoder.failed() ? c.decoder.error() : std::string();
+    if (c.outbound && !messages.empty()) {
+      close(id, fmt::format("protocol error: data frames from {} on our outbound connection",
+                            endpoint_of(peer).to_string()));
+      return;
+    }
+    deliver(peer, messages);  // may close any connection, this one included
+    if (!error.empty()) {
+      ++stats_.refused;
+      log(fmt::format("dropping the connection from rank {}: {}", peer, error));
+      close(id, "protocol error: " + error);
+      return;
+    }
+    if (bye) {
+      depart(peer);
+      close(id, "");
+      return;
+    }
+    if (drained) return;
+  }
+}
+
+void SocketTransport::deliver(int peer, std::vector<Message>& messages) {
+  for (auto& m : messages) {
+    if (lost_[static_cast<std::size_t>(peer)] || !handlers_.on_message) break;
+    ++stats_.delivered;
+    stats_.bytes_received += m.payload.size();
+    handlers_.on_message(peer, std::move(m));
+  }
+  messages.clear();
+}
+
+}  // namespace kf

@@ -1,0 +1,143 @@
+// SocketTransport's writing: send queues a message on the destination's connection (or until
+// that connection is established), enqueue encodes it (lending its payload when the connection
+// allows), and flush writes the queue by scatter/gather without copying payloads. During
+// shutdown, a connection whose queue (its bye last) is out is shut for writing.
+#include "real/socket_transport.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "real/lend_slots.h"
+#include "real/socket_conn.h"
+#include "real/sockets.h"
+#include "real/wire.h"
+
+namespace kf {
+namespace {
+
+constexpr int kMaxIov = 64;
+
+}  // namespace
+
+void SocketTransport::send(int destination, Message&& message) {
+  if (destination < 0 || destination >= cluster_.size()) return;
+  const auto d = static_cast<std::size_t>(destination);
+  if (shutting_down_ || lost_[d]) return;  // the engine has been told
+  if (destination == rank_) {
+    message.payload.own();  // reclaim() cannot reach it in the loop's queue
+    loop_.post([this, alive = alive_, m = std::move(message)]() mutable {
+      if (*alive && handlers_.on_message) handlers_.on_message(rank_, std::move(m));
+    });
+    return;
+  }
+  if (departed_[d]) {
+    lose_peer(destination, "it has already shut down");
+    return;
+  }
+  const auto it = conns_.find(outbound_[d]);
+  if (it == conns_.end() || it->second->phase != Conn::Phase::established) {
+    waiting_[d].push_back(std::move(message));
+    return;
+  }
+  Conn& c = *it->second;
+  enqueue(c, std::move(message));
+  if (c.out.size() == 1) flush(c);
+}
+
+void SocketTransport::enqueue(Conn& c, Message message) {
+  if (c.lend && !message.payload.is_phantom() &&
+      message.payload.size() >= options_.lend_min_bytes) {
+    std::uint64_t id = 0;
+    std::atomic<std::uint64_t>* slot = socket_detail::LendSlots::instance().take(&id);
+    const wire::Lent lent{reinterpret_cast<std::uintptr_t>(message.payload.data()), id,
+                          reinterpret_cast<std::uintptr_t>(slot)};
+    auto prefix = wire::encode_lent_prefix(message, lent);
+    lent_.emplace(id, LentPayload{c.peer, std::move(message.payload),  // the bytes do not move
+                                  std::unique_ptr<std::atomic<std::uint64_t>, SlotRelease>(slot)});
+    ++stats_.lent;
+    c.out.push_back({std::move(prefix), Message{}});
+    return;
+  }
+  auto prefix = wire::encode_prefix(message);
+  c.out.push_back({std::move(prefix), std::move(message)});
+}
+
+void SocketTransport::flush(Conn& c) {
+  while (!c.out.empty()) {
+    iovec iov[kMaxIov];
+    int count = 0;
+    std::size_t skip = c.out_offset;
+    for (auto& item : c.out) {
+      if (count + 2 > kMaxIov) break;
+      auto add = [&](const std::byte* p, std::size_t len) {
+        if (skip >= len) {
+          skip -= len;
+          return;
+        }
+        iov[count++] = iovec{const_cast<std::byte*>(p + skip), len - skip};
+        skip = 0;
+      };
+      add(item.prefix.data(), item.prefix.size());
+      if (!item.message.payload.is_phantom()) {
+        add(item.message.payload.data(), item.message.payload.size());
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      close(c.id, fmt::format("write to {} failed: {}", c.address, net::errno_text(errno)));
+      return;
+    }
+    auto left = static_cast<std::size_t>(n);
+    while (left > 0) {
+      const std::size_t rest = c.out.front().wire_size() - c.out_offset;
+      if (left < rest) {
+        c.out_offset += left;
+        left = 0;
+      } else {
+        left -= rest;
+        c.out.pop_front();
+        c.out_offset = 0;
+      }
+    }
+    while (!c.out.empty() && c.out.front().wire_size() == c.out_offset) {  // empty items
+      c.out.pop_front();
+      c.out_offset = 0;
+    }
+  }
+  if (c.out.empty() && shutting_down_ && !c.write_shut) {
+    ::shutdown(c.fd.get(), SHUT_WR);  // our bye is out; wait for the peer's close
+    c.write_shut = true;
+  }
+  update_interest(c);
+}
+
+void SocketTransport::update_interest(Conn& c) {
+  std::uint32_t want = EPOLLIN | EPOLLRDHUP;
+  if (c.phase == Conn::Phase::connecting || !c.out.empty()) want |= EPOLLOUT;
+  if (want != c.interest) {
+    c.interest = want;
+    loop_.modify(c.watch, want);
+  }
+}
+
+void SocketTransport::enqueue_bye(Conn& c) {
+  c.out.push_back({wire::encode_bye(), Message{}});
+  flush(c);
+}
+
+}  // namespace kf
