@@ -127,13 +127,13 @@ class ScenarioReader : public yaml::Reader {
   };
   static const std::array<EventType, 4> kEventTypes;
 
-  // One of an option's names (OptionNames<E>); `expected` for a node that is no scalar, `what`
-  // names the option in "unknown WHAT 'x' (known: ...)".
+  // One of an option's names (option_table in scenario.h); `expected` for a node that is no scalar,
+  // `what` names the option in "unknown WHAT 'x' (known: ...)".
   template <typename E>
   E option(const Node& n, const std::string& path, const std::string& expected,
            const std::string& what) const {
     std::vector<std::string> known;
-    for (const auto& [value, name] : OptionNames<E>::table)
+    for (const auto& [value, name] : option_table(E{}))
       known.emplace_back(name);
     return *parse_option<E>(one_of(n, path, expected, what, known));
   }
@@ -159,6 +159,8 @@ class ScenarioReader : public yaml::Reader {
   EventWhat link_event(const MapView& m, int workers, std::vector<NameRef>& refs) const;
   EventWhat fail_event(const MapView& m, int workers, std::vector<NameRef>& refs) const;
   Trigger trigger(const Node& n, const std::string& path) const;
+  // An event's `start` (required) and `stop` (optional, after the start).
+  void start_stop(const MapView& m, Trigger& start, std::optional<Trigger>& stop) const;
   void check_after(const Trigger& start, const Trigger& stop, const Node& stop_node,
                    const std::string& path) const;
   int worker(const Node& n, const std::string& path, int workers) const;
@@ -706,11 +708,7 @@ ScenarioReader::EventWhat ScenarioReader::contention_event(const MapView& m, int
   refs.push_back({to, m.child("to"), c.to, false});
   if (const auto r = m.get("rate")) c.rate_bps = bandwidth(*r, m.child("rate"));
   if (const auto f = m.get("flows")) c.flows = int32(*f, m.child("flows"), 1, 100000);
-  c.start = trigger(m.require("start"), m.child("start"));
-  if (const auto s = m.get("stop")) {
-    c.stop = trigger(*s, m.child("stop"));
-    check_after(c.start, *c.stop, *s, m.child("stop"));
-  }
+  start_stop(m, c.start, c.stop);
   return c;
 }
 
@@ -719,11 +717,7 @@ ScenarioReader::EventWhat ScenarioReader::straggler_event(const MapView& m, int 
   StragglerEvent s;
   s.worker = worker(m.require("worker"), m.child("worker"), workers);
   s.factor = positive_number(m.require("factor"), m.child("factor"));
-  s.start = trigger(m.require("start"), m.child("start"));
-  if (const auto st = m.get("stop")) {
-    s.stop = trigger(*st, m.child("stop"));
-    check_after(s.start, *s.stop, *st, m.child("stop"));
-  }
+  start_stop(m, s.start, s.stop);
   return s;
 }
 
@@ -767,6 +761,15 @@ Trigger ScenarioReader::trigger(const Node& n, const std::string& path) const {
     return t;
   }
   fail(n, path, "expected a time like 12.5s or a step like {step: 20}, got " + describe(n));
+}
+
+void ScenarioReader::start_stop(const MapView& m, Trigger& start,
+                                std::optional<Trigger>& stop) const {
+  start = trigger(m.require("start"), m.child("start"));
+  if (const auto s = m.get("stop")) {
+    stop = trigger(*s, m.child("stop"));
+    check_after(start, *stop, *s, m.child("stop"));
+  }
 }
 
 void ScenarioReader::check_after(const Trigger& start, const Trigger& stop, const Node& stop_node,

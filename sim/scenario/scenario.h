@@ -34,45 +34,38 @@ enum class StepCost : std::uint8_t {
   numeric,  // the numeric model's own bytes
 };
 
-// The names a scenario file writes for the values of an option, one table per option; the order
-// is the order error messages list them in.
-template <typename E>
-struct OptionNames;
-template <>
-struct OptionNames<WorldKind> {
-  static constexpr std::array<std::pair<WorldKind, std::string_view>, 2> table{
-      {{WorldKind::ns3, "ns3"}, {WorldKind::flow, "flow"}}};
-};
-template <>
-struct OptionNames<HostQdisc> {
-  static constexpr std::array<std::pair<HostQdisc, std::string_view>, 3> table{
-      {{HostQdisc::fq_codel, "fq_codel"}, {HostQdisc::none, "none"}, {HostQdisc::tsq, "tsq"}}};
-};
-template <>
-struct OptionNames<FlowSharing> {
-  static constexpr std::array<std::pair<FlowSharing, std::string_view>, 2> table{
-      {{FlowSharing::cubic, "cubic"}, {FlowSharing::fair, "fair"}}};
-};
-template <>
-struct OptionNames<LossRecovery> {
-  static constexpr std::array<std::pair<LossRecovery, std::string_view>, 2> table{
-      {{LossRecovery::rack, "rack"}, {LossRecovery::rfc6675, "rfc6675"}}};
-};
-template <>
-struct OptionNames<StepCost> {
-  static constexpr std::array<std::pair<StepCost, std::string_view>, 2> table{
-      {{StepCost::profile, "profile"}, {StepCost::numeric, "numeric"}}};
-};
+// The names a scenario file writes for the values of an option: one table per option, found by
+// its enum type; the order is the order error messages list them in.
+using WorldNames = std::array<std::pair<WorldKind, std::string_view>, 2>;
+constexpr WorldNames option_table(WorldKind) {
+  return {{{WorldKind::ns3, "ns3"}, {WorldKind::flow, "flow"}}};
+}
+using QdiscNames = std::array<std::pair<HostQdisc, std::string_view>, 3>;
+constexpr QdiscNames option_table(HostQdisc) {
+  return {{{HostQdisc::fq_codel, "fq_codel"}, {HostQdisc::none, "none"}, {HostQdisc::tsq, "tsq"}}};
+}
+using SharingNames = std::array<std::pair<FlowSharing, std::string_view>, 2>;
+constexpr SharingNames option_table(FlowSharing) {
+  return {{{FlowSharing::cubic, "cubic"}, {FlowSharing::fair, "fair"}}};
+}
+using RecoveryNames = std::array<std::pair<LossRecovery, std::string_view>, 2>;
+constexpr RecoveryNames option_table(LossRecovery) {
+  return {{{LossRecovery::rack, "rack"}, {LossRecovery::rfc6675, "rfc6675"}}};
+}
+using CostNames = std::array<std::pair<StepCost, std::string_view>, 2>;
+constexpr CostNames option_table(StepCost) {
+  return {{{StepCost::profile, "profile"}, {StepCost::numeric, "numeric"}}};
+}
 
 template <typename E>
 std::string option_name(E value) {
-  for (const auto& [v, name] : OptionNames<E>::table)
+  for (const auto& [v, name] : option_table(E{}))
     if (v == value) return std::string(name);
   return "?";
 }
 template <typename E>
 std::optional<E> parse_option(std::string_view name) {
-  for (const auto& [v, n] : OptionNames<E>::table)
+  for (const auto& [v, n] : option_table(E{}))
     if (n == name) return v;
   return std::nullopt;
 }
@@ -80,7 +73,7 @@ std::optional<E> parse_option(std::string_view name) {
 template <typename E>
 std::string option_names() {
   std::string out;
-  for (const auto& [v, name] : OptionNames<E>::table)
+  for (const auto& [v, name] : option_table(E{}))
     out += (out.empty() ? "" : ", ") + std::string(name);
   return out;
 }
