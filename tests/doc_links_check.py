@@ -40,16 +40,16 @@ def broken_links(root: Path) -> list[str]:
     return problems
 
 
+def readme_too_long(root: Path, limit: int = 10 * 1024) -> list[str]:
+    size = (root / "README.md").stat().st_size
+    return [f"README.md: {size} bytes; keep it under {limit} (details belong in docs/)"] * (size >= limit)
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent
-    problems = broken_links(root)
-    for p in problems:
-        print(p)
-    readme = (root / "README.md").stat().st_size
-    if readme >= 10 * 1024:
-        print(f"README.md: {readme} bytes; keep it under 10 KiB (details belong in docs/)")
-        return 1
-    return 1 if problems else 0
+    problems = broken_links(root) + readme_too_long(root)
+    print("\n".join(problems), end="\n" if problems else "")
+    return int(bool(problems))
 
 
 if __name__ == "__main__":
