@@ -1,0 +1,82 @@
+"""kungfu: adaptive distributed training on the KungFu testbed's runtime.
+
+    import kungfu
+    kungfu.init()                     # identity from kfrun, torchrun, mpirun or srun
+    grads = kungfu.allreduce(grads, op="avg")
+
+Collectives take numpy arrays and torch CPU tensors of every dtype the runtime has; each has an
+`_async` twin returning a Handle. Errors are kungfu.KungFuError and its subclasses, whose
+messages name the operation and, for network faults, the peer. `kungfu.python` keeps upstream
+KungFu's names; `kungfu.torch` has the optimizers, monitors, policies and the torch.distributed
+backend; `kungfu.sim` runs scenarios in the simulator.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Optional
+
+from kungfu import _core
+from kungfu._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_async,
+                                 barrier, broadcast, broadcast_async, consensus, gather,
+                                 gather_async, reduce, reduce_async)
+from kungfu._core import (CancelledError, CollectiveTimeoutError, DeviceError,
+                          InvalidArgumentError, KungFuError, NotFoundError, NotInitializedError,
+                          PeerLostError, ProtocolError)
+
+__all__ = [
+    "init", "shutdown", "initialized", "rank", "size", "local_rank", "local_size", "strategy",
+    "allreduce", "allreduce_async", "broadcast", "broadcast_async", "reduce", "reduce_async",
+    "allgather", "allgather_async", "gather", "gather_async", "consensus", "barrier", "Handle",
+    "KungFuError", "InvalidArgumentError", "CollectiveTimeoutError", "PeerLostError",
+    "NotFoundError", "ProtocolError", "CancelledError", "DeviceError", "NotInitializedError",
+]
+
+
+def init(timeout: float = 30.0, strategy: Optional[str] = None) -> None:
+    """Starts this process's runtime and connects to its peers.
+
+    The identity (rank, peers) comes from the launcher: kfrun's KUNGFU_* variables, torchrun's
+    RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, Open MPI's, or Slurm's; with none, a single
+    peer. `timeout` is every collective's deadline in seconds; `strategy` overrides the
+    launcher's (e.g. "RING_RS_AG"). Calling it again does nothing.
+    """
+    _core.init(float(timeout), strategy)
+
+
+def shutdown() -> None:
+    """Stops the runtime: pending collectives fail as cancelled. Runs at exit by itself."""
+    _core.shutdown()
+
+
+def initialized() -> bool:
+    """Whether init() has run (and shutdown() has not)."""
+    return _core.initialized()
+
+
+def rank() -> int:
+    """This peer's rank, 0 <= rank < size()."""
+    return _core.rank()
+
+
+def size() -> int:
+    """The number of peers."""
+    return _core.size()
+
+
+def local_rank() -> int:
+    """This peer's index among the peers on its host."""
+    return _core.local_rank()
+
+
+def local_size() -> int:
+    """The number of peers on this host."""
+    return _core.local_size()
+
+
+def strategy() -> str:
+    """The collective strategy in use, e.g. "AUTO" or "RING_RS_AG"."""
+    return _core.strategy()
+
+
+atexit.register(_core.shutdown)

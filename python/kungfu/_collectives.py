@@ -1,0 +1,181 @@
+"""Collectives on numpy arrays and torch CPU tensors, blocking and async.
+
+Every peer must call the same collectives in the same order, or give them the same explicit
+`name`. Results are new arrays (tensors) of the input's kind, unless `inplace=True`, which writes
+into the input and returns it. An async call returns a Handle at once; the runtime holds the
+memory it uses until the collective completes, whether or not the Handle is kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from kungfu import _core
+from kungfu._buffers import Buffer, wrap, writable
+
+_OPS = ("sum", "min", "max", "prod", "avg")
+
+
+class Handle:
+    """A collective in flight. wait() returns its result (or raises its error); wait_for(seconds)
+    and ready() poll; add_done_callback(fn) calls fn(error_or_None) once it completes, on
+    kungfu's completion thread (never the runtime's loop)."""
+
+    def __init__(self, op: _core.Operation, result: Callable[[], Any]):
+        self._op = op
+        self._result = result
+        self._done = False
+        self._value: Any = None
+
+    def wait(self) -> Any:
+        """Blocks until the collective completes; returns its result or raises its error."""
+        if not self._done:
+            self._op.wait()
+            self._value = self._result()
+            self._done = True
+        return self._value
+
+    def wait_for(self, seconds: float) -> bool:
+        """True once complete (raising its error if it failed); False if `seconds` passed."""
+        if self._done:
+            return True
+        if not self._op.wait_for(seconds):
+            return False
+        self.wait()
+        return True
+
+    def ready(self) -> bool:
+        """Whether the collective has completed (well or not)."""
+        return self._done or self._op.ready()
+
+    def add_done_callback(self, fn: Callable[[Optional[BaseException]], None]) -> None:
+        """fn(None), or fn(the error), once complete, on kungfu's completion thread."""
+        self._op.add_done_callback(fn)
+
+    @property
+    def what(self) -> str:
+        """The operation and its name, e.g. "allreduce 'grad/fc1.weight'"."""
+        return self._op.what
+
+
+def _op_name(op: str, call: str) -> str:
+    if op not in _OPS:
+        raise ValueError(f"{call}: unknown op {op!r} (known: {', '.join(_OPS)})")
+    return op
+
+
+def _name(name: Optional[str]) -> str:
+    return "" if name is None else str(name)
+
+
+def _prepare(x: Any, inplace: bool, call: str) -> tuple[Buffer, Buffer]:
+    src = wrap(x, call)
+    if inplace:
+        writable(x, call)
+        return src, src
+    return src, src.empty_like()
+
+
+def _in_place_result(src: Buffer) -> Callable[[], Any]:
+    def result() -> Any:
+        src.write_back()
+        return src.original
+    return result
+
+
+def allreduce_async(x: Any, op: str = "sum", *, inplace: bool = False,
+                    name: Optional[str] = None) -> Handle:
+    """Starts an allreduce of `x` (sum, min, max, prod, or avg for floating dtypes)."""
+    call = "kungfu.allreduce"
+    src, dst = _prepare(x, inplace, call)
+    handle = _core.allreduce(src.address, dst.address, src.count, src.dtype,
+                             _op_name(op, call), _name(name), (src, dst))
+    return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
+
+
+def allreduce(x: Any, op: str = "sum", *, inplace: bool = False,
+              name: Optional[str] = None) -> Any:
+    """The elementwise reduction of `x` over every peer, on every peer."""
+    return allreduce_async(x, op, inplace=inplace, name=name).wait()
+
+
+def broadcast_async(x: Any, root: int = 0, *, inplace: bool = False,
+                    name: Optional[str] = None) -> Handle:
+    """Starts a broadcast of root's `x` to every peer."""
+    call = "kungfu.broadcast"
+    src = wrap(x, call)
+    if inplace:
+        writable(x, call)
+        data = src
+    else:
+        data = src.empty_like()
+        data.array[...] = src.array
+    handle = _core.broadcast(data.address, data.count, data.dtype, int(root), _name(name),
+                             (src, data))
+    return Handle(handle, _in_place_result(src) if inplace else (lambda: data.array))
+
+
+def broadcast(x: Any, root: int = 0, *, inplace: bool = False,
+              name: Optional[str] = None) -> Any:
+    """Root's `x`, on every peer."""
+    return broadcast_async(x, root, inplace=inplace, name=name).wait()
+
+
+def reduce_async(x: Any, op: str = "sum", root: int = 0, *, inplace: bool = False,
+                 name: Optional[str] = None) -> Handle:
+    """Starts a reduction of `x` to `root`; other peers' results are unspecified."""
+    call = "kungfu.reduce"
+    src, dst = _prepare(x, inplace, call)
+    handle = _core.reduce(src.address, dst.address, src.count, src.dtype, _op_name(op, call),
+                          int(root), _name(name), (src, dst))
+    return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
+
+
+def reduce(x: Any, op: str = "sum", root: int = 0, *, inplace: bool = False,
+           name: Optional[str] = None) -> Any:
+    """The reduction of `x` over every peer, at `root` (elsewhere: unspecified contents)."""
+    return reduce_async(x, op, root, inplace=inplace, name=name).wait()
+
+
+def allgather_async(x: Any, *, name: Optional[str] = None) -> Handle:
+    """Starts an allgather: every peer's `x`, stacked in rank order."""
+    call = "kungfu.allgather"
+    src = wrap(x, call)
+    dst = src.stacked(_core.size())
+    handle = _core.allgather(src.address, dst.address, src.count, src.dtype, _name(name),
+                             (src, dst))
+    return Handle(handle, lambda: dst.array)
+
+
+def allgather(x: Any, *, name: Optional[str] = None) -> Any:
+    """Every peer's `x`, stacked in rank order: shape (size, *x.shape)."""
+    return allgather_async(x, name=name).wait()
+
+
+def gather_async(x: Any, root: int = 0, *, name: Optional[str] = None) -> Handle:
+    """Starts a gather of every peer's `x` at `root`."""
+    call = "kungfu.gather"
+    src = wrap(x, call)
+    dst = src.stacked(_core.size())
+    handle = _core.gather(src.address, dst.address, src.count, src.dtype, int(root), _name(name),
+                          (src, dst))
+    return Handle(handle, lambda: dst.array)
+
+
+def gather(x: Any, root: int = 0, *, name: Optional[str] = None) -> Any:
+    """Every peer's `x` stacked in rank order at `root` (elsewhere: unspecified contents)."""
+    return gather_async(x, root, name=name).wait()
+
+
+def consensus(x: Any, *, name: Optional[str] = None) -> bool:
+    """Whether `x` holds the same bytes on every peer (a size that differs is a difference)."""
+    src = wrap(x, "kungfu.consensus")
+    width = src.array.element_size() if hasattr(src.array, "element_size") else src.array.itemsize
+    handle = _core.consensus(src.address, src.count * width, _name(name), src)
+    handle.wait()
+    return handle.agreed
+
+
+def barrier(name: Optional[str] = None) -> None:
+    """Returns once every peer has called barrier."""
+    _core.barrier(_name(name)).wait()

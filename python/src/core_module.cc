@@ -1,0 +1,333 @@
+// kungfu._core: the runtime's collectives for Python, on raw memory. The package's Python layer
+// (kungfu/_collectives.py) turns numpy arrays and torch tensors into (address, count, dtype) and
+// hands the array itself over as `keep`: this module holds it until the operation completes,
+// whether or not anyone still holds the Operation, so the runtime never writes into freed memory.
+//
+// Waiting releases the GIL (and wakes every 50 ms for Ctrl-C); callbacks run on the session's
+// completion thread with the GIL taken, never on the runtime's loop. Errors are exceptions of
+// the kungfu.KungFuError family, chosen by the runtime's error code, with its message (which
+// names the operation and, for network faults, the peer).
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "python/src/session.h"
+#include "runtime/dtype.h"
+#include "runtime/reduce.h"
+
+namespace py = pybind11;
+
+namespace kf::python {
+namespace {
+
+// The exception classes, made once at import.
+struct Errors {
+  py::object base, invalid_argument, timeout, peer_lost, not_found, protocol, cancelled, device,
+      not_initialized;
+};
+Errors* g_errors = nullptr;
+
+[[noreturn]] void raise(const Status& s) {
+  py::object type = g_errors->base;
+  switch (s.code()) {
+    case ErrorCode::invalid_argument:
+      type = g_errors->invalid_argument;
+      break;
+    case ErrorCode::timeout:
+      type = g_errors->timeout;
+      break;
+    case ErrorCode::peer_lost:
+      type = g_errors->peer_lost;
+      break;
+    case ErrorCode::not_found:
+      type = g_errors->not_found;
+      break;
+    case ErrorCode::protocol:
+      type = g_errors->protocol;
+      break;
+    case ErrorCode::cancelled:
+      type = g_errors->cancelled;
+      break;
+    case ErrorCode::device:
+      type = g_errors->device;
+      break;
+    case ErrorCode::ok:
+      break;
+  }
+  PyErr_SetString(type.ptr(), s.to_string().c_str());
+  throw py::error_already_set();
+}
+
+// A Python object released under the GIL, from whichever thread drops the last reference.
+using GilObject = std::shared_ptr<py::object>;
+GilObject hold(py::object obj) {
+  return GilObject(new py::object(std::move(obj)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+DType dtype_from(const std::string& name) {
+  const auto t = parse_dtype(name);
+  if (!t) throw py::value_error("kungfu: unknown dtype '" + name + "'");
+  return *t;
+}
+
+ReduceOp op_from(const std::string& name) {
+  const auto op = parse_reduce_op(name);
+  if (!op) {
+    throw py::value_error("kungfu: unknown reduce op '" + name +
+                          "' (known: sum, min, max, prod, avg)");
+  }
+  return *op;
+}
+
+BufferView view(std::uintptr_t address, std::size_t count, const std::string& dtype) {
+  return BufferView(reinterpret_cast<std::byte*>(address), count, dtype_from(dtype));
+}
+
+// What Python holds of an operation.
+class PyOperation {
+ public:
+  PyOperation(OperationPtr op, py::object keep, std::shared_ptr<bool> agreed = nullptr)
+      : op_(std::move(op)), agreed_(std::move(agreed)) {
+    // The memory stays alive until the operation completes, even if this wrapper goes first.
+    op_->then([keep = hold(std::move(keep))](const Status&) {});
+  }
+
+  // Raises the operation's error; returns once it completed well.
+  void wait() {
+    for (;;) {
+      std::optional<Status> s;
+      {
+        py::gil_scoped_release release;
+        s = op_->wait_for(std::chrono::milliseconds(50));
+      }
+      if (s) {
+        if (!s->ok()) raise(*s);
+        return;
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
+  // True once complete (raising its error if it failed); false when `seconds` passed first.
+  bool wait_for(double seconds) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(0.0, seconds));
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+      std::optional<Status> s;
+      {
+        py::gil_scoped_release release;
+        s = op_->wait_for(
+            std::clamp(left, Duration::zero(), Duration(std::chrono::milliseconds(50))));
+      }
+      if (s) {
+        if (!s->ok()) raise(*s);
+        return true;
+      }
+      if (left <= Duration::zero()) return false;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
+  bool ready() const { return op_->ready(); }
+
+  // fn(error) once complete, on the completion thread: error is None, or the exception the
+  // operation would raise.
+  void add_done_callback(py::object fn) {
+    op_->then([fn = hold(std::move(fn))](const Status& s) {
+      py::gil_scoped_acquire gil;
+      py::object error = py::none();
+      if (!s.ok()) {
+        try {
+          raise(s);
+        } catch (py::error_already_set& e) {
+          error = e.value();
+        }
+      }
+      try {
+        (*fn)(error);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("kungfu: a done-callback");
+      }
+    });
+  }
+
+  bool agreed() const {
+    if (!agreed_) throw py::value_error("kungfu: only a consensus has an agreement");
+    if (!op_->ready()) throw py::value_error("kungfu: " + op_->what() + " is not complete");
+    return *agreed_;
+  }
+
+  const std::string& what() const { return op_->what(); }
+
+ private:
+  OperationPtr op_;
+  std::shared_ptr<bool> agreed_;
+};
+
+// Session::get(), raising kungfu.NotInitializedError before init().
+Session& session() {
+  if (!Session::initialized()) {
+    PyErr_SetString(g_errors->not_initialized.ptr(),
+                    "kungfu is not initialized: call kungfu.init() first");
+    throw py::error_already_set();
+  }
+  return Session::get();
+}
+
+void init(double timeout_seconds, std::optional<std::string> strategy) {
+  SessionOptions o;
+  o.timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_seconds));
+  if (strategy) {
+    const auto s = parse_strategy_name(*strategy);
+    if (!s) throw py::value_error("kungfu.init: unknown strategy '" + *strategy + "'");
+    o.strategy = *s;
+  }
+  py::gil_scoped_release release;  // connecting to the peers takes a while
+  Session::init(o);
+}
+
+}  // namespace
+}  // namespace kf::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace kf::python;
+  using kf::ConstBufferView;
+  m.doc() = "The KungFu runtime's collectives on raw memory (use the kungfu package instead).";
+
+  static Errors errors;
+  g_errors = &errors;
+  errors.base = py::reinterpret_borrow<py::object>(
+      PyErr_NewExceptionWithDoc("kungfu.KungFuError",
+                                "A collective or the runtime failed; the message names the "
+                                "operation and, for network faults, the peer.",
+                                PyExc_RuntimeError, nullptr));
+  const auto sub = [&](const char* name, const char* doc, py::object also = py::none()) {
+    py::object bases = also.is_none() ? errors.base : py::make_tuple(errors.base, also);
+    return py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+        (std::string("kungfu.") + name).c_str(), doc, bases.ptr(), nullptr));
+  };
+  errors.invalid_argument = sub("InvalidArgumentError", "A call the runtime cannot carry out.",
+                                py::reinterpret_borrow<py::object>(PyExc_ValueError));
+  errors.timeout = sub("CollectiveTimeoutError", "A collective did not finish in time.",
+                       py::reinterpret_borrow<py::object>(PyExc_TimeoutError));
+  errors.peer_lost = sub("PeerLostError", "A peer the collective needs went away.");
+  errors.not_found = sub("NotFoundError", "A peer does not hold the blob asked for.");
+  errors.protocol = sub("ProtocolError", "A peer sent what the protocol does not allow.");
+  errors.cancelled = sub("CancelledError", "The runtime shut down with the collective pending.");
+  errors.device = sub("DeviceError", "A device (GPU) call failed.");
+  errors.not_initialized = sub("NotInitializedError", "kungfu.init() has not been called.");
+  for (const auto& [name, e] : {std::pair{"KungFuError", errors.base},
+                                {"InvalidArgumentError", errors.invalid_argument},
+                                {"CollectiveTimeoutError", errors.timeout},
+                                {"PeerLostError", errors.peer_lost},
+                                {"NotFoundError", errors.not_found},
+                                {"ProtocolError", errors.protocol},
+                                {"CancelledError", errors.cancelled},
+                                {"DeviceError", errors.device},
+                                {"NotInitializedError", errors.not_initialized}}) {
+    m.attr(name) = e;
+  }
+
+  m.def("init", &init, py::arg("timeout_seconds") = 30.0, py::arg("strategy") = py::none(),
+        "Starts this process's runtime (identity from kfrun, torchrun, mpirun or srun).");
+  m.def(
+      "shutdown",
+      [] {
+        py::gil_scoped_release release;
+        Session::shutdown();
+      },
+      "Stops the runtime: pending collectives fail as cancelled, connections close in order.");
+  m.def("initialized", &Session::initialized);
+  m.def("rank", [] { return session().rank(); });
+  m.def("size", [] { return session().size(); });
+  m.def("local_rank", [] { return session().local_rank(); });
+  m.def("local_size", [] { return session().local_size(); });
+  m.def("strategy", [] { return session().strategy(); });
+
+  py::class_<PyOperation>(m, "Operation",
+                          "A collective in flight: wait(), wait_for(seconds), ready().")
+      .def("wait", &PyOperation::wait)
+      .def("wait_for", &PyOperation::wait_for, py::arg("seconds"))
+      .def("ready", &PyOperation::ready)
+      .def("add_done_callback", &PyOperation::add_done_callback, py::arg("fn"))
+      .def_property_readonly("agreed", &PyOperation::agreed)
+      .def_property_readonly("what", &PyOperation::what);
+
+  m.def(
+      "allreduce",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         const std::string& op, const std::string& name, py::object keep) {
+        return PyOperation(
+            session().allreduce(view(in, count, dtype), view(out, count, dtype), op_from(op), name),
+            std::move(keep));
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+      py::arg("name"), py::arg("keep"));
+  m.def(
+      "broadcast",
+      [](std::uintptr_t data, std::size_t count, const std::string& dtype, int root,
+         const std::string& name, py::object keep) {
+        return PyOperation(session().broadcast(view(data, count, dtype), root, name),
+                           std::move(keep));
+      },
+      py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("name"),
+      py::arg("keep"));
+  m.def(
+      "reduce",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         const std::string& op, int root, const std::string& name, py::object keep) {
+        return PyOperation(session().reduce(view(in, count, dtype), view(out, count, dtype),
+                                            op_from(op), root, name),
+                           std::move(keep));
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+      py::arg("root"), py::arg("name"), py::arg("keep"));
+  m.def(
+      "allgather",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         const std::string& name, py::object keep) {
+        auto& s = session();
+        return PyOperation(
+            s.allgather(view(in, count, dtype),
+                        view(out, count * static_cast<std::size_t>(s.size()), dtype), name),
+            std::move(keep));
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("name"),
+      py::arg("keep"));
+  m.def(
+      "gather",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         int root, const std::string& name, py::object keep) {
+        auto& s = session();
+        return PyOperation(
+            s.gather(view(in, count, dtype),
+                     view(out, count * static_cast<std::size_t>(s.size()), dtype), root, name),
+            std::move(keep));
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"),
+      py::arg("name"), py::arg("keep"));
+  m.def(
+      "barrier",
+      [](const std::string& name) { return PyOperation(session().barrier(name), py::none()); },
+      py::arg("name"));
+  m.def(
+      "consensus",
+      [](std::uintptr_t data, std::size_t bytes, const std::string& name, py::object keep) {
+        auto agreed = std::make_shared<bool>(false);
+        ConstBufferView v(reinterpret_cast<const std::byte*>(data), bytes, kf::DType::u8);
+        return PyOperation(session().consensus(v, agreed, name), std::move(keep), agreed);
+      },
+      py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"));
+}

@@ -1,0 +1,184 @@
+#include "python/src/session.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <utility>
+
+#include "launch/peer.h"
+#include "runtime/collectives.h"
+
+namespace kf::python {
+
+namespace {
+
+std::mutex g_mu;
+std::unique_ptr<Session> g_session;
+
+}  // namespace
+
+void Session::init(const SessionOptions& options) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_session) return;
+  g_session.reset(new Session(options));
+}
+
+void Session::shutdown() {
+  std::unique_ptr<Session> s;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    s = std::move(g_session);
+  }
+  s.reset();
+}
+
+bool Session::initialized() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_session != nullptr;
+}
+
+Session& Session::get() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_session) throw std::logic_error("kungfu is not initialized: call kungfu.init() first");
+  return *g_session;
+}
+
+Session::Session(const SessionOptions& options)
+    : completions_(std::make_shared<CompletionQueue>()) {
+  PeerOptions p;
+  p.engine.timeout = options.timeout;
+  try {
+    peer_ = std::make_unique<Peer>(Peer::from_env(p));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("kungfu.init: {}", e.what()));
+  }
+  // An explicit strategy wins over the launcher's (Peer took KUNGFU_ALLREDUCE_STRATEGY).
+  strategy_ = options.strategy.value_or(peer_->config().strategy.value_or(StrategyName::automatic));
+  if (options.strategy) {
+    const StrategyName s = *options.strategy;
+    peer_->post([s](Engine& e) { e.set_strategy(make_strategy(s, e.cluster().host_of())); });
+  }
+}
+
+Session::~Session() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  peer_.reset();  // started operations complete (cancelled when still pending)
+  std::set<OperationPtr> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(pending_);
+  }
+  // Operations posted but never started by the loop: they will not be.
+  for (const auto& op : left)
+    op->complete(Status(ErrorCode::cancelled, op->what() + ": kungfu shut down"));
+  completions_->stop();
+}
+
+int Session::rank() const {
+  return peer_->rank();
+}
+int Session::size() const {
+  return peer_->size();
+}
+int Session::local_rank() const {
+  return peer_->local_rank();
+}
+int Session::local_size() const {
+  return peer_->cluster().local_size(peer_->rank());
+}
+
+std::string Session::strategy() const {
+  return std::string(strategy_name(strategy_));
+}
+
+std::string Session::name_for(const char* kind, std::string name) {
+  if (!name.empty()) return name;
+  std::lock_guard<std::mutex> lock(mu_);
+  return fmt::format("kf.py.{}.{}", kind, ++serial_);
+}
+
+void Session::finish(const OperationPtr& op, Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(op);
+  }
+  op->complete(std::move(status));
+}
+
+template <typename Start>
+OperationPtr Session::launch(const char* kind, const std::string& name, Start start) {
+  auto op = std::make_shared<Operation>(fmt::format("{} '{}'", kind, name), completions_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closing_) {
+      pending_.insert(op);
+    } else {
+      op->complete(Status(ErrorCode::cancelled, op->what() + ": kungfu is shutting down"));
+      return op;
+    }
+  }
+  peer_->post([this, op, start = std::move(start)](Engine& e) {
+    start(e, [this, op](Status s) { finish(op, std::move(s)); });
+  });
+  return op;
+}
+
+OperationPtr Session::allreduce(ConstBufferView input, BufferView output, ReduceOp op,
+                                std::string name) {
+  name = name_for("allreduce", std::move(name));
+  return launch("allreduce", name, [=](Engine& e, DoneCallback done) {
+    kf::allreduce(e, {.name = name, .input = input, .output = output, .op = op}, std::move(done));
+  });
+}
+
+OperationPtr Session::broadcast(BufferView data, int root, std::string name) {
+  name = name_for("broadcast", std::move(name));
+  return launch("broadcast", name, [=](Engine& e, DoneCallback done) {
+    kf::broadcast(e, {.name = name, .input = data, .output = data, .root = root}, std::move(done));
+  });
+}
+
+OperationPtr Session::reduce(ConstBufferView input, BufferView output, ReduceOp op, int root,
+                             std::string name) {
+  name = name_for("reduce", std::move(name));
+  return launch("reduce", name, [=](Engine& e, DoneCallback done) {
+    kf::reduce(e, {.name = name, .input = input, .output = output, .op = op, .root = root},
+               std::move(done));
+  });
+}
+
+OperationPtr Session::allgather(ConstBufferView input, BufferView output, std::string name) {
+  name = name_for("allgather", std::move(name));
+  return launch("allgather", name, [=](Engine& e, DoneCallback done) {
+    kf::allgather(e, {.name = name, .input = input, .output = output}, std::move(done));
+  });
+}
+
+OperationPtr Session::gather(ConstBufferView input, BufferView output, int root, std::string name) {
+  name = name_for("gather", std::move(name));
+  return launch("gather", name, [=](Engine& e, DoneCallback done) {
+    kf::gather(e, {.name = name, .input = input, .output = output, .root = root}, std::move(done));
+  });
+}
+
+OperationPtr Session::barrier(std::string name) {
+  name = name_for("barrier", std::move(name));
+  return launch("barrier", name,
+                [=](Engine& e, DoneCallback done) { kf::barrier(e, name, std::move(done)); });
+}
+
+OperationPtr Session::consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed,
+                                std::string name) {
+  name = name_for("consensus", std::move(name));
+  return launch("consensus", name, [=](Engine& e, DoneCallback done) {
+    kf::consensus(e, name, bytes, [agreed, done = std::move(done)](Status s, bool ok) {
+      if (agreed) *agreed = s.ok() && ok;
+      done(std::move(s));
+    });
+  });
+}
+
+}  // namespace kf::python

@@ -1,0 +1,81 @@
+// The process's one runtime for the Python bindings: a kf::Peer made by init() (its identity from
+// kfrun, torchrun, mpirun or srun, as a C++ worker's), the collectives started through it as
+// Operations, and the completion thread their callbacks run on. Every extension module of the
+// process reaches the same Session through libkungfu_runtime.so. Plain C++: the modules hold the
+// Python objects, this holds the runtime.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "python/src/operation.h"
+#include "runtime/buffer.h"
+#include "runtime/reduce.h"
+#include "runtime/status.h"
+#include "topology/strategy.h"
+
+namespace kf {
+class Peer;
+}
+
+namespace kf::python {
+
+struct SessionOptions {
+  Duration timeout = std::chrono::seconds(30);  // deadline of every collective
+  std::optional<StrategyName> strategy;         // unset: KUNGFU_ALLREDUCE_STRATEGY or AUTO
+};
+
+class Session {
+ public:
+  // Starts the process's runtime; a second call with the runtime up does nothing. Throws
+  // std::runtime_error naming the problem (a bad environment, a port in use).
+  static void init(const SessionOptions& options);
+  // Stops it: pending operations complete as cancelled, connections close in order.
+  static void shutdown();
+  static bool initialized();
+  // Throws std::logic_error("kungfu is not initialized: call kungfu.init() first") before init().
+  static Session& get();
+
+  ~Session();
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  int local_size() const;
+  std::string strategy() const;
+  const std::shared_ptr<CompletionQueue>& completions() const { return completions_; }
+
+  // Collectives. An empty name is the next automatic one (every peer must then call in the same
+  // order). Buffers must stay valid until the operation completes.
+  OperationPtr allreduce(ConstBufferView input, BufferView output, ReduceOp op, std::string name);
+  OperationPtr broadcast(BufferView data, int root, std::string name);
+  OperationPtr reduce(ConstBufferView input, BufferView output, ReduceOp op, int root,
+                      std::string name);
+  OperationPtr allgather(ConstBufferView input, BufferView output, std::string name);
+  OperationPtr gather(ConstBufferView input, BufferView output, int root, std::string name);
+  OperationPtr barrier(std::string name);
+  // *agreed is written before the operation completes: are `bytes` the same on every peer?
+  OperationPtr consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed, std::string name);
+
+ private:
+  explicit Session(const SessionOptions& options);
+  std::string name_for(const char* kind, std::string name);
+  // Starts `start` on the loop as a tracked operation; refuses it at once when shutting down.
+  template <typename Start>
+  OperationPtr launch(const char* kind, const std::string& name, Start start);
+  void finish(const OperationPtr& op, Status status);
+
+  std::unique_ptr<Peer> peer_;
+  StrategyName strategy_ = StrategyName::automatic;
+  std::shared_ptr<CompletionQueue> completions_;
+  std::mutex mu_;
+  std::uint64_t serial_ = 0;
+  std::set<OperationPtr> pending_;  // started, not complete
+  bool closing_ = false;
+};
+
+}  // namespace kf::python
