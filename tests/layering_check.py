@@ -28,6 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     "launch": {"real", "runtime", "topology", "proto", "policies"},
     "gpu": {"launch", "real", "workloads", "policies", "runtime", "topology"},
     "sim": {"workloads", "policies", "runtime", "topology"},
+    "python": {"sim", "real", "launch", "gpu", "workloads", "policies", "runtime", "topology",
+               "proto"},
 }
 
 # The layers that see no world: no socket, ns-3 or CUDA header and no clock of their own.
