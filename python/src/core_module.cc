@@ -18,7 +18,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <pybind11/numpy.h>
+
 #include "python/src/session.h"
+#include "workloads/gradient_monitors.h"
 #include "runtime/dtype.h"
 #include "runtime/reduce.h"
 
@@ -264,6 +267,26 @@ PYBIND11_MODULE(_core, m) {
       .def("add_done_callback", &PyOperation::add_done_callback, py::arg("fn"))
       .def_property_readonly("agreed", &PyOperation::agreed)
       .def_property_readonly("what", &PyOperation::what);
+
+  py::class_<kf::GnsEstimator>(m, "GnsEstimator",
+                               "The gradient noise scale estimator (workloads/gradient_monitors.h).")
+      .def(py::init<double>(), py::arg("ema") = 0.9)
+      .def("observe", &kf::GnsEstimator::observe, py::arg("small_norm2"), py::arg("big_norm2"),
+           py::arg("b_small"), py::arg("b_big"))
+      .def("noise_scale", &kf::GnsEstimator::noise_scale)
+      .def_property_readonly("true_norm2", &kf::GnsEstimator::true_norm2)
+      .def_property_readonly("noise_trace", &kf::GnsEstimator::noise_trace);
+  m.def(
+      "gradient_variance",
+      [](py::array_t<float, py::array::c_style | py::array::forcecast> sum,
+         py::array_t<float, py::array::c_style | py::array::forcecast> squares, int workers) {
+        if (sum.size() != squares.size())
+          throw py::value_error("gradient_variance: the sums differ in size");
+        return kf::gradient_variance(std::span<const float>(sum.data(), sum.size()),
+                                     std::span<const float>(squares.data(), squares.size()),
+                                     workers);
+      },
+      py::arg("sum"), py::arg("squares"), py::arg("workers"));
 
   m.def(
       "allreduce",

@@ -1,0 +1,25 @@
+"""kungfu.torch: KungFu's distributed training for PyTorch.
+
+    import kungfu, kungfu.torch as kt
+    kungfu.init()
+    optimizer = kt.SynchronousSGDOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                           named_parameters=model.named_parameters())
+    kt.broadcast_parameters(model.state_dict())
+
+Optimizers wrap any torch.optim.Optimizer: SynchronousSGDOptimizer (also DistributedOptimizer,
+Horovod's name) averages gradients with named allreduces started from gradient hooks, so
+communication overlaps the backward pass; SynchronousAveragingOptimizer (SMA) averages models;
+AdaptiveSGDOptimizer runs SMA, then S-SGD from a step on. Monitors: GradientNoiseScale and
+GradientVariance, on the runtime's estimators.
+"""
+
+from kungfu.torch.monitors import GradientNoiseScale, GradientVariance
+from kungfu.torch.ops import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from kungfu.torch.optimizers import (AdaptiveSGDOptimizer, DistributedOptimizer,
+                                     SynchronousAveragingOptimizer, SynchronousSGDOptimizer)
+
+__all__ = [
+    "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object",
+    "SynchronousSGDOptimizer", "DistributedOptimizer", "SynchronousAveragingOptimizer",
+    "AdaptiveSGDOptimizer", "GradientNoiseScale", "GradientVariance",
+]

@@ -1,0 +1,214 @@
+"""KungFu's distributed optimizers for PyTorch, each wrapping any torch.optim.Optimizer.
+
+The wrapper is an instance of a subclass of the optimizer's own class (as Horovod's
+DistributedOptimizer is), sharing its parameter groups and state, so learning-rate schedulers
+and checkpoints work unchanged. Collectives are named after the parameters (from
+`named_parameters`, or "param.<i>" in parameter order), so workers match them by name, not by
+the order in which they start.
+
+- SynchronousSGDOptimizer (S-SGD; also DistributedOptimizer): each parameter's gradient is
+  allreduced (averaged) as soon as the backward pass has produced it, from a hook on its gradient
+  accumulator, so communication overlaps the rest of the backward pass; step() waits for them,
+  then applies the optimizer. One backward pass per step.
+- SynchronousAveragingOptimizer (SMA): step() applies the optimizer to the local gradient after
+  pulling the model towards the workers' average: x <- (1 - alpha) x + alpha mean(x).
+- AdaptiveSGDOptimizer (AdaSGD): SMA until `change_step`, then every worker takes rank 0's model
+  and trains with S-SGD.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+
+import kungfu
+from kungfu.torch.monitors import GradientNoiseScale, GradientVariance
+
+NamedParameters = Optional[Iterable[Tuple[str, torch.nn.Parameter]]]
+
+
+def _names(optimizer: torch.optim.Optimizer, named_parameters: NamedParameters,
+           call: str) -> Dict[torch.Tensor, str]:
+    """Every parameter of the optimizer with its collective name."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if named_parameters is None:
+        return {p: f"param.{i}" for i, p in enumerate(params)}
+    names = {}
+    for name, p in named_parameters:
+        if p in names:
+            raise ValueError(f"{call}: parameter {name} is listed twice")
+        names[p] = name
+    missing = [i for i, p in enumerate(params) if p not in names]
+    if missing:
+        raise ValueError(f"{call}: the optimizer's parameters {missing} are not in "
+                         "named_parameters (pass model.named_parameters() of the same model)")
+    return {p: names[p] for p in params}
+
+
+def _wrap(cls: type, optimizer: torch.optim.Optimizer, **kw: Any) -> torch.optim.Optimizer:
+    """An instance of `cls`'s behaviour over `optimizer`'s class, groups, defaults and state."""
+    body = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    klass = type(optimizer.__class__.__name__, (optimizer.__class__,), body)
+    wrapped = klass.__new__(klass)
+    wrapped.__dict__.update(optimizer.__dict__)  # the same param_groups, defaults and state
+    wrapped._kungfu_init(**kw)
+    return wrapped
+
+
+class _SynchronousSGD:
+    def _kungfu_init(self, named_parameters: NamedParameters, op: str,
+                     monitors: Sequence[Any]) -> None:
+        if op not in ("avg", "sum"):
+            raise ValueError(f"kungfu.torch.SynchronousSGDOptimizer: op must be avg or sum, "
+                             f"got {op!r}")
+        self._kungfu_names = _names(self, named_parameters, "SynchronousSGDOptimizer")
+        self._kungfu_op = op
+        self._kungfu_handles: Dict[torch.Tensor, kungfu.Handle] = {}
+        self._kungfu_hooks: List[Any] = []
+        self._kungfu_gns = [m for m in monitors if isinstance(m, GradientNoiseScale)]
+        self._kungfu_variance = [m for m in monitors if isinstance(m, GradientVariance)]
+        unknown = [m for m in monitors if not isinstance(m, (GradientNoiseScale, GradientVariance))]
+        if unknown:
+            raise TypeError(f"kungfu.torch.SynchronousSGDOptimizer: unknown monitor {unknown[0]!r}")
+        self._kungfu_local_norm2 = 0.0
+        self._kungfu_squares: Dict[torch.Tensor, torch.Tensor] = {}
+        for p in self._kungfu_names:
+            if p.requires_grad:
+                # The gradient accumulator's hook runs once p.grad holds this pass's gradient.
+                with torch.enable_grad():
+                    accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_hook(self._kungfu_hook(p))
+                self._kungfu_hooks.append(accumulator)
+
+    def _kungfu_hook(self, p: torch.Tensor):
+        def hook(*_):
+            if p in self._kungfu_handles:
+                raise RuntimeError(
+                    f"kungfu.torch.SynchronousSGDOptimizer: a second backward pass before step() "
+                    f"(parameter {self._kungfu_names[p]}); call step() after each backward pass")
+            self._kungfu_start(p)
+        return hook
+
+    def _kungfu_start(self, p: torch.Tensor) -> None:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)  # unused this step: its peers still send theirs
+        if self._kungfu_gns:  # this worker's gradient, before it is averaged in place
+            self._kungfu_local_norm2 += float(p.grad.detach().float().square().sum())
+        if self._kungfu_variance:
+            self._kungfu_squares[p] = p.grad.detach().float().square()
+        self._kungfu_handles[p] = kungfu.allreduce_async(
+            p.grad, self._kungfu_op, inplace=True, name=f"kungfu.grad/{self._kungfu_names[p]}")
+
+    def synchronize(self) -> None:
+        """Waits for every gradient's allreduce (starting those no hook started)."""
+        for p in self._kungfu_names:
+            if p.requires_grad and p not in self._kungfu_handles:
+                self._kungfu_start(p)
+        for h in self._kungfu_handles.values():
+            h.wait()
+        self._kungfu_handles.clear()
+        self._kungfu_observe()
+
+    def _kungfu_observe(self) -> None:
+        """The attached monitors, from the local gradients the hooks saw and the averaged ones."""
+        if not (self._kungfu_gns or self._kungfu_variance):
+            return
+        grads = [p.grad for p in self._kungfu_names if p.requires_grad]
+        scale = 1.0 if self._kungfu_op == "avg" else 1.0 / kungfu.size()
+        average = torch.cat([g.detach().reshape(-1).float() for g in grads]) * scale
+        for m in self._kungfu_gns:
+            m.observe(self._kungfu_local_norm2, float(average.square().sum()))
+        if self._kungfu_variance:
+            squares = torch.cat([self._kungfu_squares[p].reshape(-1)
+                                 for p in self._kungfu_names if p.requires_grad])
+            square_sum = kungfu.allreduce(squares, "sum", name="kungfu.monitor/squares")
+            for m in self._kungfu_variance:
+                m.observe_sums(average * kungfu.size(), square_sum)
+        self._kungfu_local_norm2 = 0.0
+        self._kungfu_squares.clear()
+
+    def step(self, closure=None):
+        self.synchronize()
+        return super(self.__class__, self).step(closure)
+
+
+class _SynchronousAveraging:
+    def _kungfu_init(self, named_parameters: NamedParameters, alpha: float) -> None:
+        if not 0 < alpha <= 1:
+            raise ValueError(f"kungfu.torch.SynchronousAveragingOptimizer: alpha must be in "
+                             f"(0, 1], got {alpha}")
+        self._kungfu_names = _names(self, named_parameters, "SynchronousAveragingOptimizer")
+        self._kungfu_alpha = alpha
+
+    def average_models(self) -> None:
+        """x <- (1 - alpha) x + alpha mean(x) for every parameter, over the workers."""
+        with torch.no_grad():
+            handles = [(p, kungfu.allreduce_async(p.data, "avg",
+                                                  name=f"kungfu.model/{name}"))
+                       for p, name in self._kungfu_names.items()]
+            for p, h in handles:
+                average = h.wait()  # before p changes: the allreduce reads p until it completes
+                p.data.mul_(1 - self._kungfu_alpha).add_(average, alpha=self._kungfu_alpha)
+
+    def step(self, closure=None):
+        self.average_models()
+        return super(self.__class__, self).step(closure)
+
+
+class _AdaptiveSGD:
+    def _kungfu_init(self, named_parameters: NamedParameters, alpha: float,
+                     change_step: int) -> None:
+        named = list(named_parameters) if named_parameters is not None else None
+        _SynchronousAveraging._kungfu_init(self, named, alpha)
+        self._kungfu_change_step = change_step
+        self._kungfu_step = 0
+        self._kungfu_op = "avg"
+        self._kungfu_handles = {}
+
+    average_models = _SynchronousAveraging.average_models
+
+    def step(self, closure=None):
+        step = self._kungfu_step
+        self._kungfu_step += 1
+        if step < self._kungfu_change_step:
+            self.average_models()
+        else:
+            if step == self._kungfu_change_step:  # the switch: everyone takes rank 0's model
+                for p, name in self._kungfu_names.items():
+                    kungfu.broadcast(p.data, 0, inplace=True, name=f"kungfu.switch/{name}")
+            for p, name in self._kungfu_names.items():
+                if p.grad is not None:
+                    self._kungfu_handles[p] = kungfu.allreduce_async(
+                        p.grad, "avg", inplace=True, name=f"kungfu.grad/{name}")
+            for h in self._kungfu_handles.values():
+                h.wait()
+            self._kungfu_handles.clear()
+        return super(self.__class__, self).step(closure)
+
+
+def SynchronousSGDOptimizer(optimizer: torch.optim.Optimizer,
+                            named_parameters: NamedParameters = None, op: str = "avg",
+                            monitors: Sequence[Any] = ()) -> torch.optim.Optimizer:
+    """Synchronous SGD: gradients averaged (or summed) over the workers before each step.
+    `monitors`: GradientNoiseScale / GradientVariance instances updated at every step."""
+    return _wrap(_SynchronousSGD, optimizer, named_parameters=named_parameters, op=op,
+                 monitors=tuple(monitors))
+
+
+DistributedOptimizer = SynchronousSGDOptimizer
+
+
+def SynchronousAveragingOptimizer(optimizer: torch.optim.Optimizer,
+                                  named_parameters: NamedParameters = None,
+                                  alpha: float = 0.1) -> torch.optim.Optimizer:
+    """Synchronous model averaging (SMA): the model pulled towards the workers' mean each step."""
+    return _wrap(_SynchronousAveraging, optimizer, named_parameters=named_parameters, alpha=alpha)
+
+
+def AdaptiveSGDOptimizer(optimizer: torch.optim.Optimizer,
+                         named_parameters: NamedParameters = None, alpha: float = 0.1,
+                         change_step: int = 100) -> torch.optim.Optimizer:
+    """AdaSGD: SMA for the first `change_step` steps, then S-SGD from rank 0's model."""
+    return _wrap(_AdaptiveSGD, optimizer, named_parameters=named_parameters, alpha=alpha,
+                 change_step=change_step)
