@@ -68,3 +68,9 @@ def test_a_killed_peer_is_named_by_every_survivor():
     for r in (0, 2):
         assert procs[r].returncode == 0, outs[r]
         assert "PeerLostError after" in outs[r] and "rank 1" in outs[r], outs[r]
+
+
+def test_upstream_kungfu_names_initialise_at_import():
+    r = run_kfrun(3, "upstream_names.py")
+    check_ok(r)
+    assert r.stdout.count("upstream names ok") == 3, r.stdout
