@@ -167,10 +167,23 @@ std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::s
   std::vector<WorkerLaunch> out;
   const std::string peers = join_peers(cluster.workers());
   const std::string runners = join_peers(cluster.runners());
+  // torchrun's variables too, so that a program written for torchrun (torch.distributed's env://
+  // rendezvous) runs under kfrun unchanged: its store listens next to rank 0's worker ports.
+  const PeerID& first = cluster.worker(0);
+  std::uint16_t store_port = first.port;
+  for (const PeerID& w : cluster.workers())
+    if (w.host == first.host) store_port = std::max<std::uint16_t>(store_port, w.port);
+  ++store_port;
   for (int r = 0; r < cluster.size(); ++r) {
     const PeerID& id = cluster.worker(r);
     if (id.host != self) continue;
     WorkerLaunch w{id, r, {}};
+    w.env["RANK"] = std::to_string(r);
+    w.env["WORLD_SIZE"] = std::to_string(cluster.size());
+    w.env["LOCAL_RANK"] = std::to_string(cluster.local_rank(r));
+    w.env["LOCAL_WORLD_SIZE"] = std::to_string(cluster.local_size(r));
+    w.env["MASTER_ADDR"] = first.host;
+    w.env["MASTER_PORT"] = std::to_string(store_port);
     w.env["KUNGFU_SELF_SPEC"] = id.to_string();
     w.env["KUNGFU_INIT_PEERS"] = peers;
     w.env["KUNGFU_INIT_RUNNERS"] = runners;

@@ -21,9 +21,9 @@
 #include <pybind11/numpy.h>
 
 #include "python/src/session.h"
-#include "workloads/gradient_monitors.h"
 #include "runtime/dtype.h"
 #include "runtime/reduce.h"
+#include "workloads/gradient_monitors.h"
 
 namespace py = pybind11;
 
@@ -268,8 +268,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("agreed", &PyOperation::agreed)
       .def_property_readonly("what", &PyOperation::what);
 
-  py::class_<kf::GnsEstimator>(m, "GnsEstimator",
-                               "The gradient noise scale estimator (workloads/gradient_monitors.h).")
+  py::class_<kf::GnsEstimator>(
+      m, "GnsEstimator", "The gradient noise scale estimator (workloads/gradient_monitors.h).")
       .def(py::init<double>(), py::arg("ema") = 0.9)
       .def("observe", &kf::GnsEstimator::observe, py::arg("small_norm2"), py::arg("big_norm2"),
            py::arg("b_small"), py::arg("b_big"))

@@ -10,9 +10,11 @@ Optimizers wrap any torch.optim.Optimizer: SynchronousSGDOptimizer (also Distrib
 Horovod's name) averages gradients with named allreduces started from gradient hooks, so
 communication overlaps the backward pass; SynchronousAveragingOptimizer (SMA) averages models;
 AdaptiveSGDOptimizer runs SMA, then S-SGD from a step on. Monitors: GradientNoiseScale and
-GradientVariance, on the runtime's estimators.
+GradientVariance, on the runtime's estimators. Importing it registers the torch.distributed
+backend "kungfu" (kungfu.torch.distributed).
 """
 
+from kungfu.torch import distributed as _distributed
 from kungfu.torch.monitors import GradientNoiseScale, GradientVariance
 from kungfu.torch.ops import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from kungfu.torch.optimizers import (AdaptiveSGDOptimizer, DistributedOptimizer,
@@ -23,3 +25,5 @@ __all__ = [
     "SynchronousSGDOptimizer", "DistributedOptimizer", "SynchronousAveragingOptimizer",
     "AdaptiveSGDOptimizer", "GradientNoiseScale", "GradientVariance",
 ]
+
+_distributed.register()  # torch.distributed.init_process_group("kungfu")
