@@ -14,9 +14,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <pybind11/numpy.h>
 
@@ -68,9 +70,43 @@ Errors* g_errors = nullptr;
   throw py::error_already_set();
 }
 
-// A Python object released under the GIL, from whichever thread drops the last reference.
+// Python objects whose last C++ reference went on a thread without the GIL (the completion
+// thread, once an operation no longer needs its memory). They are released by the next call into
+// this module, which holds the GIL: taking the GIL on the completion thread for every operation
+// would make each collective wait for the interpreter's switch interval.
+class Graveyard {
+ public:
+  void bury(py::object* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_.push_back(p);
+  }
+  // With the GIL held.
+  void drain() {
+    std::vector<py::object*> dead;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (dead_.empty()) return;
+      dead.swap(dead_);
+    }
+    for (py::object* p : dead)
+      delete p;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<py::object*> dead_;
+};
+Graveyard* g_graveyard = nullptr;
+
+// A Python object kept alive by C++ until the last owner lets go, on any thread.
+using KeptObject = std::shared_ptr<py::object>;
+KeptObject hold(py::object obj) {
+  return KeptObject(new py::object(std::move(obj)), [](py::object* p) { g_graveyard->bury(p); });
+}
+
+// What Python callbacks need instead: the GIL, taken on whichever thread drops them.
 using GilObject = std::shared_ptr<py::object>;
-GilObject hold(py::object obj) {
+GilObject hold_with_gil(py::object obj) {
   return GilObject(new py::object(std::move(obj)), [](py::object* p) {
     py::gil_scoped_acquire gil;
     delete p;
@@ -102,7 +138,7 @@ class PyOperation {
   PyOperation(OperationPtr op, py::object keep, std::shared_ptr<bool> agreed = nullptr)
       : op_(std::move(op)), agreed_(std::move(agreed)) {
     // The memory stays alive until the operation completes, even if this wrapper goes first.
-    op_->then([keep = hold(std::move(keep))](const Status&) {});
+    op_->release_when_done(hold(std::move(keep)));
   }
 
   // Raises the operation's error; returns once it completed well.
@@ -148,7 +184,7 @@ class PyOperation {
   // fn(error) once complete, on the completion thread: error is None, or the exception the
   // operation would raise.
   void add_done_callback(py::object fn) {
-    op_->then([fn = hold(std::move(fn))](const Status& s) {
+    op_->then([fn = hold_with_gil(std::move(fn))](const Status& s) {
       py::gil_scoped_acquire gil;
       py::object error = py::none();
       if (!s.ok()) {
@@ -181,6 +217,7 @@ class PyOperation {
 
 // Session::get(), raising kungfu.NotInitializedError before init().
 Session& session() {
+  g_graveyard->drain();
   if (!Session::initialized()) {
     PyErr_SetString(g_errors->not_initialized.ptr(),
                     "kungfu is not initialized: call kungfu.init() first");
@@ -211,6 +248,8 @@ PYBIND11_MODULE(_core, m) {
 
   static Errors errors;
   g_errors = &errors;
+  static Graveyard graveyard;
+  g_graveyard = &graveyard;
   errors.base = py::reinterpret_borrow<py::object>(
       PyErr_NewExceptionWithDoc("kungfu.KungFuError",
                                 "A collective or the runtime failed; the message names the "
@@ -248,8 +287,11 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "shutdown",
       [] {
-        py::gil_scoped_release release;
-        Session::shutdown();
+        {
+          py::gil_scoped_release release;
+          Session::shutdown();
+        }
+        g_graveyard->drain();
       },
       "Stops the runtime: pending collectives fail as cancelled, connections close in order.");
   m.def("initialized", &Session::initialized);

@@ -53,13 +53,16 @@ Operation::Operation(std::string what, std::shared_ptr<CompletionQueue> completi
 
 void Operation::complete(Status status) {
   std::vector<std::function<void(const Status&)>> callbacks;
+  std::vector<std::shared_ptr<void>> held;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (status_) return;
     status_ = std::move(status);
     callbacks.swap(callbacks_);
+    held.swap(held_);
   }
   cv_.notify_all();
+  held.clear();
   for (auto& fn : callbacks) {
     completions_->post([fn = std::move(fn), status = *status_] { fn(status); });
   }
@@ -80,6 +83,11 @@ std::optional<Status> Operation::wait_for(Duration limit) const {
 bool Operation::ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_.has_value();
+}
+
+void Operation::release_when_done(std::shared_ptr<void> release) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!status_) held_.push_back(std::move(release));
 }
 
 void Operation::then(std::function<void(const Status&)> fn) {

@@ -59,6 +59,9 @@ class Operation {
   bool ready() const;
   // `fn` runs once the operation is complete, on the completion thread, with its status.
   void then(std::function<void(const Status&)> fn);
+  // `release` is destroyed once the operation is complete, on the thread that completes it (the
+  // runtime's loop): for letting go of what the operation used, cheaply and without blocking.
+  void release_when_done(std::shared_ptr<void> release);
 
  private:
   std::string what_;
@@ -67,6 +70,7 @@ class Operation {
   mutable std::condition_variable cv_;
   std::optional<Status> status_;
   std::vector<std::function<void(const Status&)>> callbacks_;
+  std::vector<std::shared_ptr<void>> held_;  // released on completion
 };
 
 using OperationPtr = std::shared_ptr<Operation>;
