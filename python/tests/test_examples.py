@@ -1,0 +1,29 @@
+"""The examples, run as a user would: examples/fashion_mnist.py trains a CNN on the real
+Fashion-MNIST on 4 workers under kfrun with each KungFu optimizer and with DDP on the "kungfu"
+backend, to at least 0.85 test accuracy in 2 epochs (about a minute each on 2 cores)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, free_port_base, kfrun, worker_env
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DATA = Path(os.environ.get("KF_FASHION_MNIST", "/usr/share/datasets/fashion-mnist"))
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"no Fashion-MNIST in {DATA} "
+                    "(apt-get install dataset-fashion-mnist)")
+@pytest.mark.parametrize("optimizer", ["ssgd", "sma", "adasgd", "ddp"])
+def test_fashion_mnist_cnn_reaches_85_percent(optimizer):
+    base = free_port_base(4)
+    cmd = [kfrun(), "-q", "-v=false", "-np", "4", "-port-range", f"{base}-{base + 4}", PYTHON,
+           str(EXAMPLES / "fashion_mnist.py"), "--optimizer", optimizer, "--epochs", "2"]
+    r = subprocess.run(cmd, env=worker_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    epochs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert [e["epoch"] for e in epochs] == [1, 2], r.stdout
+    assert epochs[-1]["test_accuracy"] >= 0.85, epochs
