@@ -13,6 +13,10 @@ if(Python3_FOUND)
     set(_kf_python_found ON)
   endif()
 endif()
+# Not in sanitizer builds: an instrumented extension cannot load into an uninstrumented Python.
+if(KF_SANITIZE)
+  set(_kf_python_found OFF)
+endif()
 option(KF_WITH_PYTHON "Build the kungfu Python package" ${_kf_python_found})
 if(KF_WITH_PYTHON AND NOT _kf_python_found)
   message(FATAL_ERROR "KF_WITH_PYTHON=ON but Python 3 (${Python3_EXECUTABLE}) with its headers or "
