@@ -4,8 +4,9 @@
     kfrun -np 4 /usr/bin/python3 examples/fashion_mnist.py --optimizer ddp
 
 (with the package on PYTHONPATH: eval "$(./kf env)"). Optimizers: ssgd (synchronous SGD: averaged
-gradients), sma (synchronous model averaging), adasgd (SMA, then S-SGD), ddp (torch's
-DistributedDataParallel on the "kungfu" backend). Each worker trains on its shard of the 60,000
+gradients), sma (synchronous model averaging), adasgd (SMA, then S-SGD), pair (pair averaging:
+AD-PSGD over the peer-to-peer store), ddp (torch's DistributedDataParallel on the "kungfu"
+backend). Each worker trains on its shard of the 60,000
 training images (batch --batch per worker); after each epoch rank 0 prints one JSON line with the
 test accuracy on the 10,000 test images and the wall time so far.
 """
@@ -39,7 +40,8 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--optimizer", default="ssgd", choices=["ssgd", "sma", "adasgd", "ddp"])
+    ap.add_argument("--optimizer", default="ssgd",
+                    choices=["ssgd", "sma", "adasgd", "pair", "ddp"])
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32, help="samples per worker per step")
     ap.add_argument("--lr", type=float, default=0.05)
@@ -67,7 +69,9 @@ def main() -> None:
                 "sma": lambda o, named_parameters: kt.SynchronousAveragingOptimizer(
                     o, named_parameters, alpha=0.1),
                 "adasgd": lambda o, named_parameters: kt.AdaptiveSGDOptimizer(
-                    o, named_parameters, alpha=0.1, change_step=200)}[a.optimizer]
+                    o, named_parameters, alpha=0.1, change_step=200),
+                "pair": lambda o, named_parameters: kt.PairAveragingOptimizer(
+                    o, named_parameters, seed=a.seed)}[a.optimizer]
         opt = wrap(base, named_parameters=model.named_parameters())
         kt.broadcast_parameters(model.state_dict())
     sampler = ShardSampler(len(train_x), seed=a.seed)

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "runtime/collectives.h"
 #include "real/epoll_loop.h"
+#include "runtime/collectives.h"
 
 namespace kf {
 
@@ -171,6 +171,30 @@ Status Peer::consensus(ConstBufferView bytes, bool* agreed, std::string name) {
   auto result = std::make_shared<bool>(false);
   Status s = consensus_async(bytes, result, std::move(name)).wait();
   if (agreed != nullptr) *agreed = *result;
+  return s;
+}
+
+std::uint64_t Peer::save(const std::string& name, ConstBufferView bytes,
+                         std::optional<std::uint64_t> version) {
+  Impl& p = *impl_;
+  return p.loop.call([&] { return p.engine ? save_blob(*p.engine, name, bytes, version) : 0; });
+}
+
+Handle Peer::request_async(int peer, std::string name, std::shared_ptr<Blob> out,
+                           std::uint64_t version) {
+  return impl_->launch([=](Engine& e, DoneCallback done) {
+    request_blob(e, {.peer = peer, .name = name, .version = version},
+                 [out, done = std::move(done)](Status s, Blob blob) {
+                   if (out) *out = std::move(blob);
+                   done(std::move(s));
+                 });
+  });
+}
+
+Status Peer::request(int peer, std::string name, Blob* out, std::uint64_t version) {
+  auto blob = std::make_shared<Blob>();
+  Status s = request_async(peer, std::move(name), blob, version).wait();
+  if (out != nullptr) *out = std::move(*blob);
   return s;
 }
 

@@ -19,12 +19,12 @@
 #include <string>
 #include <type_traits>
 
+#include "launch/worker_env.h"
+#include "real/socket_transport.h"
 #include "runtime/buffer.h"
 #include "runtime/engine.h"
 #include "runtime/reduce.h"
 #include "runtime/status.h"
-#include "real/socket_transport.h"
-#include "launch/worker_env.h"
 
 namespace kf {
 
@@ -118,6 +118,17 @@ class Peer {
   Status barrier(std::string name = {}) { return barrier_async(std::move(name)).wait(); }
   // Are `bytes` equal on every peer? Errors leave *agreed false.
   Status consensus(ConstBufferView bytes, bool* agreed, std::string name = {});
+
+  // Versioned peer-to-peer blobs (KungFu's p2p store, the model exchange of pair averaging):
+  // save() keeps a copy of `bytes` under `name`, as the next version unless one is given (the
+  // last 3 versions are kept), and returns its version; request() fetches a peer's, version 0
+  // meaning its latest. A peer holding no such blob completes the request with not_found.
+  std::uint64_t save(const std::string& name, ConstBufferView bytes,
+                     std::optional<std::uint64_t> version = std::nullopt);
+  // *out is written before the handle completes.
+  Handle request_async(int peer, std::string name, std::shared_ptr<Blob> out,
+                       std::uint64_t version = 0);
+  Status request(int peer, std::string name, Blob* out, std::uint64_t version = 0);
 
   // Advanced: run `fn(engine)` on the peer's loop (the runtime's free functions need that).
   void post(std::function<void(Engine&)> fn);

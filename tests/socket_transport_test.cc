@@ -16,9 +16,9 @@
 #include <system_error>
 #include <thread>
 
+#include "launch/peer.h"
 #include "net_helpers.h"
 #include "real/handshake.h"
-#include "launch/peer.h"
 #include "real/wire.h"
 
 namespace kf::testing {
@@ -275,6 +275,35 @@ TEST(Peer, TwoPeersInOneProcessRunCollectives) {
   t.join();
   EXPECT_EQ(x0[999], 3.0f);
   EXPECT_EQ(x1[0], 3.0f);
+}
+
+TEST(Peer, SavedBlobsAreFetchedByVersionAndAMissingOneIsNotFound) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  auto run = [&](int rank) {
+    Peer peer(WorkerConfig{.cluster = cluster, .rank = rank});
+    Blob missing;
+    EXPECT_EQ(peer.request(1 - rank, "model", &missing).code(), ErrorCode::not_found);
+    ASSERT_TRUE(peer.barrier().ok());
+    for (std::uint8_t v = 1; v <= 2; ++v) {
+      const std::vector<std::uint8_t> bytes(5, static_cast<std::uint8_t>(10 * rank + v));
+      EXPECT_EQ(peer.save("model", ConstBufferView(reinterpret_cast<const std::byte*>(bytes.data()),
+                                                   bytes.size(), DType::u8)),
+                v);
+    }
+    ASSERT_TRUE(peer.barrier().ok());
+    Blob latest, first;
+    ASSERT_TRUE(peer.request(1 - rank, "model", &latest).ok());
+    ASSERT_TRUE(peer.request(1 - rank, "model", &first, 1).ok());
+    EXPECT_EQ(latest.version, 2u);
+    ASSERT_EQ(latest.bytes->size(), 5u);
+    EXPECT_EQ(std::to_integer<int>((*latest.bytes)[0]), 10 * (1 - rank) + 2);
+    EXPECT_EQ(std::to_integer<int>((*first.bytes)[4]), 10 * (1 - rank) + 1);
+    ASSERT_TRUE(peer.barrier().ok());
+  };
+  std::thread t([&] { run(1); });
+  run(0);
+  t.join();
 }
 
 TEST(EpollLoop, ATimerCancelledByTheOneBeforeItNeverFires) {

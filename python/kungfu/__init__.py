@@ -5,7 +5,7 @@
     grads = kungfu.allreduce(grads, op="avg")
 
 Collectives take numpy arrays and torch CPU tensors of every dtype the runtime has; each has an
-`_async` twin returning a Handle. Errors are kungfu.KungFuError and its subclasses, whose
+`_async` twin returning a Handle. save() and request() are the peer-to-peer store. Errors are kungfu.KungFuError and its subclasses, whose
 messages name the operation and, for network faults, the peer. `kungfu.python` keeps upstream
 KungFu's names; `kungfu.torch` has the optimizers, monitors, policies and the torch.distributed
 backend; `kungfu.sim` runs scenarios in the simulator.
@@ -19,7 +19,7 @@ from typing import Optional
 from kungfu import _core
 from kungfu._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_async,
                                  barrier, broadcast, broadcast_async, consensus, gather,
-                                 gather_async, reduce, reduce_async)
+                                 gather_async, reduce, reduce_async, request, save)
 from kungfu._core import (CancelledError, CollectiveTimeoutError, DeviceError,
                           InvalidArgumentError, KungFuError, NotFoundError, NotInitializedError,
                           PeerLostError, ProtocolError)
@@ -28,6 +28,7 @@ __all__ = [
     "init", "shutdown", "initialized", "rank", "size", "local_rank", "local_size", "strategy",
     "allreduce", "allreduce_async", "broadcast", "broadcast_async", "reduce", "reduce_async",
     "allgather", "allgather_async", "gather", "gather_async", "consensus", "barrier", "Handle",
+    "save", "request",
     "KungFuError", "InvalidArgumentError", "CollectiveTimeoutError", "PeerLostError",
     "NotFoundError", "ProtocolError", "CancelledError", "DeviceError", "NotInitializedError",
 ]

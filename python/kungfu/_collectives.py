@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from kungfu import _core
 from kungfu._buffers import Buffer, wrap, writable
 
@@ -179,3 +181,42 @@ def consensus(x: Any, *, name: Optional[str] = None) -> bool:
 def barrier(name: Optional[str] = None) -> None:
     """Returns once every peer has called barrier."""
     _core.barrier(_name(name)).wait()
+
+
+def save(name: str, x: Any) -> int:
+    """Keeps a copy of `x`'s bytes in this peer's store as the next version of `name` (the last
+    three are kept) and returns that version; peers fetch it with request()."""
+    src = wrap(x, "kungfu.save")
+    width = src.array.element_size() if hasattr(src.array, "element_size") else src.array.itemsize
+    return _core.save(str(name), src.address, src.count * width)
+
+
+def request(peer: int, name: str, like: Any = None, version: int = 0) -> Optional[Any]:
+    """Peer `peer`'s blob `name` (version 0: its latest) as a new array shaped and typed like
+    `like` (numpy or torch), or as uint8 bytes without it; None when the peer holds none."""
+    op = _core.request(int(peer), str(name), int(version))
+    try:
+        op.wait()
+    except _core.NotFoundError:
+        return None
+    _, data = op.blob
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if like is None:
+        return raw.copy()
+    dst = wrap(like, "kungfu.request").empty_like()
+    width = dst.array.element_size() if hasattr(dst.array, "element_size") else dst.array.itemsize
+    if raw.size != dst.count * width:
+        raise _core.ProtocolError(f"kungfu.request: {name!r} from rank {peer} has {raw.size} "
+                                  f"bytes, `like` {dst.count * width}")
+    _bytes_of(dst)[:] = raw
+    return dst.array
+
+
+def _bytes_of(buf: Buffer) -> np.ndarray:
+    """A writable uint8 view of a contiguous numpy array or CPU tensor's memory."""
+    array = buf.array
+    if hasattr(array, "untyped_storage") or hasattr(array, "storage"):  # torch
+        import ctypes
+        n = buf.count * array.element_size()
+        return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(buf.address))
+    return array.reshape(-1).view(np.uint8)

@@ -135,8 +135,9 @@ BufferView view(std::uintptr_t address, std::size_t count, const std::string& dt
 // What Python holds of an operation.
 class PyOperation {
  public:
-  PyOperation(OperationPtr op, py::object keep, std::shared_ptr<bool> agreed = nullptr)
-      : op_(std::move(op)), agreed_(std::move(agreed)) {
+  PyOperation(OperationPtr op, py::object keep, std::shared_ptr<bool> agreed = nullptr,
+              std::shared_ptr<kf::Blob> blob = nullptr)
+      : op_(std::move(op)), agreed_(std::move(agreed)), blob_(std::move(blob)) {
     // The memory stays alive until the operation completes, even if this wrapper goes first.
     op_->release_when_done(hold(std::move(keep)));
   }
@@ -210,9 +211,21 @@ class PyOperation {
 
   const std::string& what() const { return op_->what(); }
 
+  // A request's blob: (version, bytes).
+  py::tuple blob() const {
+    if (!blob_) throw py::value_error("kungfu: only a request has a blob");
+    if (!op_->ready()) throw py::value_error("kungfu: " + op_->what() + " is not complete");
+    const auto& bytes = blob_->bytes;
+    return py::make_tuple(
+        blob_->version, bytes
+                            ? py::bytes(reinterpret_cast<const char*>(bytes->data()), bytes->size())
+                            : py::bytes());
+  }
+
  private:
   OperationPtr op_;
   std::shared_ptr<bool> agreed_;
+  std::shared_ptr<kf::Blob> blob_;
 };
 
 // Session::get(), raising kungfu.NotInitializedError before init().
@@ -308,7 +321,8 @@ PYBIND11_MODULE(_core, m) {
       .def("ready", &PyOperation::ready)
       .def("add_done_callback", &PyOperation::add_done_callback, py::arg("fn"))
       .def_property_readonly("agreed", &PyOperation::agreed)
-      .def_property_readonly("what", &PyOperation::what);
+      .def_property_readonly("what", &PyOperation::what)
+      .def_property_readonly("blob", &PyOperation::blob);
 
   py::class_<kf::GnsEstimator>(
       m, "GnsEstimator", "The gradient noise scale estimator (workloads/gradient_monitors.h).")
@@ -387,6 +401,22 @@ PYBIND11_MODULE(_core, m) {
       "barrier",
       [](const std::string& name) { return PyOperation(session().barrier(name), py::none()); },
       py::arg("name"));
+  m.def(
+      "save",
+      [](const std::string& name, std::uintptr_t data, std::size_t bytes) {
+        ConstBufferView v(reinterpret_cast<const std::byte*>(data), bytes, kf::DType::u8);
+        return session().save(name, v);
+      },
+      py::arg("name"), py::arg("data"), py::arg("bytes"),
+      "Keeps a copy of the bytes as the next version of `name` in this peer's store.");
+  m.def(
+      "request",
+      [](int peer, const std::string& name, std::uint64_t version) {
+        auto blob = std::make_shared<kf::Blob>();
+        return PyOperation(session().request(peer, name, version, blob), py::none(), nullptr, blob);
+      },
+      py::arg("peer"), py::arg("name"), py::arg("version") = 0,
+      "Starts fetching a peer's blob; the Operation's `blob` holds it once complete.");
   m.def(
       "consensus",
       [](std::uintptr_t data, std::size_t bytes, const std::string& name, py::object keep) {

@@ -181,4 +181,19 @@ OperationPtr Session::consensus(ConstBufferView bytes, std::shared_ptr<bool> agr
   });
 }
 
+std::uint64_t Session::save(const std::string& name, ConstBufferView bytes) {
+  return peer_->save(name, bytes);
+}
+
+OperationPtr Session::request(int peer, const std::string& name, std::uint64_t version,
+                              std::shared_ptr<Blob> out) {
+  return launch("request", name, [=](Engine& e, DoneCallback done) {
+    kf::request_blob(e, {.peer = peer, .name = name, .version = version},
+                     [out, done = std::move(done)](Status s, Blob blob) {
+                       *out = std::move(blob);
+                       done(std::move(s));
+                     });
+  });
+}
+
 }  // namespace kf::python

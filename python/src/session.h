@@ -14,6 +14,7 @@
 
 #include "python/src/operation.h"
 #include "runtime/buffer.h"
+#include "runtime/p2p_store.h"
 #include "runtime/reduce.h"
 #include "runtime/status.h"
 #include "topology/strategy.h"
@@ -60,6 +61,12 @@ class Session {
   OperationPtr barrier(std::string name);
   // *agreed is written before the operation completes: are `bytes` the same on every peer?
   OperationPtr consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed, std::string name);
+  // The peer-to-peer store: a copy of `bytes` kept under `name` as its next version (returned);
+  // a peer's blob (version 0: its latest) into *out before the operation completes, not_found
+  // when the peer holds none.
+  std::uint64_t save(const std::string& name, ConstBufferView bytes);
+  OperationPtr request(int peer, const std::string& name, std::uint64_t version,
+                       std::shared_ptr<Blob> out);
 
  private:
   explicit Session(const SessionOptions& options);

@@ -17,7 +17,7 @@ DATA = Path(os.environ.get("KF_FASHION_MNIST", "/usr/share/datasets/fashion-mnis
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"no Fashion-MNIST in {DATA} "
                     "(apt-get install dataset-fashion-mnist)")
-@pytest.mark.parametrize("optimizer", ["ssgd", "sma", "adasgd", "ddp"])
+@pytest.mark.parametrize("optimizer", ["ssgd", "sma", "adasgd", "pair", "ddp"])
 def test_fashion_mnist_cnn_reaches_85_percent(optimizer):
     base = free_port_base(4)
     cmd = [kfrun(), "-q", "-v=false", "-np", "4", "-port-range", f"{base}-{base + 4}", PYTHON,

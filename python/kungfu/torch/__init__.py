@@ -9,7 +9,8 @@
 Optimizers wrap any torch.optim.Optimizer: SynchronousSGDOptimizer (also DistributedOptimizer,
 Horovod's name) averages gradients with named allreduces started from gradient hooks, so
 communication overlaps the backward pass; SynchronousAveragingOptimizer (SMA) averages models;
-AdaptiveSGDOptimizer runs SMA, then S-SGD from a step on. Monitors: GradientNoiseScale and
+AdaptiveSGDOptimizer runs SMA, then S-SGD from a step on; PairAveragingOptimizer (AD-PSGD)
+averages with one random peer's model through the peer-to-peer store. Monitors: GradientNoiseScale and
 GradientVariance, on the runtime's estimators. Importing it registers the torch.distributed
 backend "kungfu" (kungfu.torch.distributed).
 """
@@ -18,12 +19,13 @@ from kungfu.torch import distributed as _distributed
 from kungfu.torch.monitors import GradientNoiseScale, GradientVariance
 from kungfu.torch.ops import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from kungfu.torch.optimizers import (AdaptiveSGDOptimizer, DistributedOptimizer,
-                                     SynchronousAveragingOptimizer, SynchronousSGDOptimizer)
+                                     PairAveragingOptimizer, SynchronousAveragingOptimizer,
+                                     SynchronousSGDOptimizer)
 
 __all__ = [
     "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object",
     "SynchronousSGDOptimizer", "DistributedOptimizer", "SynchronousAveragingOptimizer",
-    "AdaptiveSGDOptimizer", "GradientNoiseScale", "GradientVariance",
+    "AdaptiveSGDOptimizer", "PairAveragingOptimizer", "GradientNoiseScale", "GradientVariance",
 ]
 
 _distributed.register()  # torch.distributed.init_process_group("kungfu")

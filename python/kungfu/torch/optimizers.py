@@ -14,10 +14,15 @@ the order in which they start.
   pulling the model towards the workers' average: x <- (1 - alpha) x + alpha mean(x).
 - AdaptiveSGDOptimizer (AdaSGD): SMA until `change_step`, then every worker takes rank 0's model
   and trains with S-SGD.
+- PairAveragingOptimizer (AD-PSGD, asynchronous decentralized): step() fetches the model a random
+  peer last saved in its peer-to-peer store (kungfu.request), averages with it, applies the
+  optimizer to the local gradient, and saves the result for others (kungfu.save). No worker waits
+  for all the others; a peer that has saved nothing yet is skipped that step.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
@@ -187,6 +192,42 @@ class _AdaptiveSGD:
         return super(self.__class__, self).step(closure)
 
 
+class _PairAveraging:
+    _KEY = "kungfu.model"
+
+    def _kungfu_init(self, named_parameters: NamedParameters, seed: int) -> None:
+        self._kungfu_names = _names(self, named_parameters, "PairAveragingOptimizer")
+        self._kungfu_rng = random.Random(seed * 7919 + kungfu.rank())
+
+    def _kungfu_flat(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1).float() for p in self._kungfu_names])
+
+    def average_with_peer(self) -> Optional[int]:
+        """x <- (x + a random peer's saved x) / 2; returns the peer, or None when it had none."""
+        n, r = kungfu.size(), kungfu.rank()
+        if n < 2:
+            return None
+        peer = self._kungfu_rng.randrange(n - 1)
+        peer += peer >= r
+        theirs = kungfu.request(peer, self._KEY, like=torch.zeros(
+            sum(p.numel() for p in self._kungfu_names)))
+        if theirs is None:
+            return None
+        offset = 0
+        with torch.no_grad():
+            for p in self._kungfu_names:
+                part = theirs[offset:offset + p.numel()].view_as(p).to(p.dtype)
+                p.data.add_(part).mul_(0.5)
+                offset += p.numel()
+        return peer
+
+    def step(self, closure=None):
+        self.average_with_peer()
+        result = super(self.__class__, self).step(closure)
+        kungfu.save(self._KEY, self._kungfu_flat())
+        return result
+
+
 def SynchronousSGDOptimizer(optimizer: torch.optim.Optimizer,
                             named_parameters: NamedParameters = None, op: str = "avg",
                             monitors: Sequence[Any] = ()) -> torch.optim.Optimizer:
@@ -204,6 +245,13 @@ def SynchronousAveragingOptimizer(optimizer: torch.optim.Optimizer,
                                   alpha: float = 0.1) -> torch.optim.Optimizer:
     """Synchronous model averaging (SMA): the model pulled towards the workers' mean each step."""
     return _wrap(_SynchronousAveraging, optimizer, named_parameters=named_parameters, alpha=alpha)
+
+
+def PairAveragingOptimizer(optimizer: torch.optim.Optimizer,
+                           named_parameters: NamedParameters = None,
+                           seed: int = 0) -> torch.optim.Optimizer:
+    """Pair averaging (AD-PSGD): each step averages with one random peer's last saved model."""
+    return _wrap(_PairAveraging, optimizer, named_parameters=named_parameters, seed=seed)
 
 
 def AdaptiveSGDOptimizer(optimizer: torch.optim.Optimizer,

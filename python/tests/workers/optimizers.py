@@ -149,10 +149,39 @@ def noise_scale_matches_the_estimator_on_the_same_gradients() -> None:
           f"noise scale {got} vs {want}")
 
 
+def pair_averaging_keeps_replicas_close() -> None:
+    """Replicas that start apart: with pair averaging their spread shrinks; alone it does not."""
+    r, n = kungfu.rank(), kungfu.size()
+    if n < 2:
+        return
+
+    def spread(m) -> float:
+        every = kungfu.allgather(params(m))
+        return float((every - every.mean(0)).norm(dim=1).max())
+
+    x, y = data(n, 30)
+    runs = {}
+    for averaged in (False, True):
+        m = model(400 + r)
+        base = torch.optim.SGD(m.parameters(), lr=0.02)
+        opt = kt.PairAveragingOptimizer(base, m.named_parameters(), seed=1) if averaged else base
+        start = spread(m)
+        for s in range(30):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(m(x[s, r * B:(r + 1) * B]),
+                                              y[s, r * B:(r + 1) * B]).backward()
+            opt.step()
+            kungfu.barrier(name=f"pair-{averaged}-{s}")  # every save lands before the next step
+        runs[averaged] = (start, spread(m))
+    check(runs[True][1] < 0.2 * runs[True][0], f"pair averaging spread {runs[True]}")
+    check(runs[False][1] > 0.5 * runs[False][0], f"alone spread {runs[False]}")
+
+
 if __name__ == "__main__":
     kungfu.init(timeout=60)
     for test in (synchronous_sgd_equals_one_big_batch, sma_follows_its_formula,
                  adaptive_sgd_switches_to_one_model, broadcasts_make_every_worker_rank_zeros,
-                 noise_scale_matches_the_estimator_on_the_same_gradients):
+                 noise_scale_matches_the_estimator_on_the_same_gradients,
+                 pair_averaging_keeps_replicas_close):
         test()
         print(f"rank {kungfu.rank()}: {test.__name__} ok", flush=True)
