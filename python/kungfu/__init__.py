@@ -26,6 +26,7 @@ from kungfu._core import (CancelledError, CollectiveTimeoutError, DeviceError,
 
 __all__ = [
     "init", "shutdown", "initialized", "rank", "size", "local_rank", "local_size", "strategy",
+    "set_strategy",
     "allreduce", "allreduce_async", "broadcast", "broadcast_async", "reduce", "reduce_async",
     "allgather", "allgather_async", "gather", "gather_async", "consensus", "barrier", "Handle",
     "save", "request",
@@ -78,6 +79,18 @@ def local_size() -> int:
 def strategy() -> str:
     """The collective strategy in use, e.g. "AUTO" or "RING_RS_AG"."""
     return _core.strategy()
+
+
+def set_strategy(name: str) -> None:
+    """Switches every worker to strategy `name` (STAR, RING_RS_AG, ...) for the collectives they
+    start afterwards. A collective: every worker calls it, with the same name, or all of them raise
+    InvalidArgumentError and keep the strategy they had."""
+    import numpy as np
+    agreed = consensus(np.frombuffer(name.encode(), dtype=np.uint8), name="kungfu.set_strategy")
+    if not agreed:
+        raise InvalidArgumentError(f"kungfu.set_strategy({name!r}): the workers asked for "
+                                   "different strategies")
+    _core.set_strategy(name)
 
 
 atexit.register(_core.shutdown)

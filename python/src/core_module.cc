@@ -313,6 +313,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("local_rank", [] { return session().local_rank(); });
   m.def("local_size", [] { return session().local_size(); });
   m.def("strategy", [] { return session().strategy(); });
+  m.def(
+      "set_strategy",
+      [](const std::string& name) {
+        const auto s = kf::parse_strategy_name(name);
+        if (!s) throw py::value_error("kungfu.set_strategy: unknown strategy '" + name + "'");
+        session().set_strategy(*s);
+      },
+      py::arg("name"));
 
   py::class_<PyOperation>(m, "Operation",
                           "A collective in flight: wait(), wait_for(seconds), ready().")

@@ -91,7 +91,18 @@ int Session::local_size() const {
 }
 
 std::string Session::strategy() const {
+  std::lock_guard<std::mutex> lock(mu_);
   return std::string(strategy_name(strategy_));
+}
+
+void Session::set_strategy(StrategyName strategy) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    strategy_ = strategy;
+  }
+  // Ahead of every operation posted after this call: the loop runs posts in order.
+  peer_->post(
+      [strategy](Engine& e) { e.set_strategy(make_strategy(strategy, e.cluster().host_of())); });
 }
 
 std::string Session::name_for(const char* kind, std::string name) {

@@ -48,6 +48,8 @@ class Session {
   int local_rank() const;
   int local_size() const;
   std::string strategy() const;
+  // Collectives started after this call use `strategy` (agreeing on it is the caller's business).
+  void set_strategy(StrategyName strategy);
   const std::shared_ptr<CompletionQueue>& completions() const { return completions_; }
 
   // Collectives. An empty name is the next automatic one (every peer must then call in the same
@@ -79,7 +81,7 @@ class Session {
   std::unique_ptr<Peer> peer_;
   StrategyName strategy_ = StrategyName::automatic;
   std::shared_ptr<CompletionQueue> completions_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::uint64_t serial_ = 0;
   std::set<OperationPtr> pending_;  // started, not complete
   bool closing_ = false;

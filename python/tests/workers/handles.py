@@ -1,6 +1,6 @@
 """Async handles: many collectives in flight, waited for out of order; wait_for and ready;
 callbacks on kungfu's completion thread, never the caller's; memory kept alive without the
-handle."""
+handle; strategies switched at run time by every worker together."""
 
 import gc
 import sys
@@ -57,6 +57,19 @@ def main() -> None:
         else:
             kungfu.barrier(name="gate")
             kungfu.allreduce(np.ones(4), name="late")
+    # Strategies switch at run time, all workers together; a disagreement changes nothing.
+    for name in ("STAR", "RING_RS_AG", "BINARY_TREE_STAR"):
+        kungfu.set_strategy(name)
+        assert kungfu.strategy() == name, kungfu.strategy()
+        got = kungfu.allreduce(np.full(1000, float(r)))
+        assert (got == sum(range(n))).all(), (name, got[:3])
+    if n > 1:
+        try:
+            kungfu.set_strategy("STAR" if r == 0 else "RING")
+            raise AssertionError("a disagreement went through")
+        except kungfu.InvalidArgumentError as e:
+            assert "different strategies" in str(e), e
+        assert kungfu.strategy() == "BINARY_TREE_STAR"
     print(f"rank {r}: handles ok", flush=True)
 
 
