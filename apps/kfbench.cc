@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   try {
     kf::PeerOptions options;
     options.engine.timeout = std::chrono::seconds(120);
-    if (!chunk_text.empty()) options.engine.chunk_bytes = kf::parse_size(chunk_text, kf::UnitStyle::flag);
+    if (!chunk_text.empty())
+      options.engine.chunk_bytes = kf::parse_size(chunk_text, kf::UnitStyle::flag);
     if (device == "cuda") {
       // Fail before waiting for peers: no GPU, or no CUDA in this build.
       if (const auto why = kf::gpu_unavailable())
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
     }
     kf::Peer peer = kf::Peer::from_env(options);
     if (what == "tcp") {
-      const std::size_t bytes = max_text == "64M" ? std::size_t{1} << 30 : kf::parse_size(max_text, kf::UnitStyle::flag);
+      const std::size_t bytes =
+          max_text == "64M" ? std::size_t{1} << 30 : kf::parse_size(max_text, kf::UnitStyle::flag);
       return kf::bench::run_tcp_bench(peer, bytes, std::max(iters / 4, 3), json, std::cout);
     }
     kf::bench::CollectiveBench b;

@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "policies/registry.h"
 #include "launch/config_client.h"
 #include "launch/config_server.h"
 #include "launch/elastic_supervisor.h"
 #include "launch/flags.h"
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"
+#include "policies/registry.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kfrun: start KungFu workers on this host (flags as kungfu-run)"};

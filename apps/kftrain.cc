@@ -17,14 +17,14 @@
 #include <future>
 #include <optional>
 
-#include "policies/registry.h"
 #include "gpu/gpu_step_backend.h"
-#include "real/epoll_loop.h"
 #include "launch/flags.h"
-#include "real/local_compute.h"
 #include "launch/real_membership.h"
-#include "real/socket_transport.h"
 #include "launch/worker_env.h"
+#include "policies/registry.h"
+#include "real/epoll_loop.h"
+#include "real/local_compute.h"
+#include "real/socket_transport.h"
 #include "workloads/model.h"
 #include "workloads/numeric_program.h"
 #include "workloads/records.h"

@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
+#include "real/inproc_world.h"
 #include "runtime/collectives.h"
 #include "topology/strategy.h"
-#include "real/inproc_world.h"
 
 namespace kf {
 namespace {

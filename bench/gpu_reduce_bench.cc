@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/half.h"
 #include "gpu/cuda_device.h"
 #include "gpu/gpu.h"
 #include "gpu/reduce_kernels.h"
 #include "launch/flags.h"
+#include "runtime/half.h"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "bench/nccl_table.h"
-#include "runtime/half.h"
 #include "real/fd.h"
+#include "runtime/half.h"
 
 namespace kf::bench {
 namespace {

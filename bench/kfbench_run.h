@@ -6,9 +6,9 @@
 #include <ostream>
 #include <string>
 
+#include "launch/peer.h"
 #include "runtime/dtype.h"
 #include "runtime/reduce.h"
-#include "launch/peer.h"
 
 namespace kf::bench {
 

@@ -11,10 +11,10 @@
 #include <chrono>
 #include <string>
 
-#include "runtime/cluster_spec.h"
 #include "launch/config_client.h"
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"
+#include "runtime/cluster_spec.h"
 
 namespace kf {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/cluster_spec.h"
 #include "launch/worker_env.h"
+#include "runtime/cluster_spec.h"
 
 namespace kf {
 

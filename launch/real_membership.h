@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/membership.h"
 #include "launch/config_client.h"
-#include "real/epoll_loop.h"
 #include "launch/launch_plan.h"
+#include "real/epoll_loop.h"
 #include "real/socket_transport.h"
+#include "runtime/membership.h"
 
 namespace kf {
 
@@ -25,8 +25,8 @@ struct RealMembershipOptions {
   std::string config_server;  // KUNGFU_CONFIG_SERVER
   std::string token;          // KUNGFU_SECRET
   SocketTransportOptions transport;
-  std::vector<HostSlots> hosts;  // KUNGFU_HOST_SLOTS: where workers may run
-  std::uint16_t first_port = 10000;  // KUNGFU_PORT_RANGE's begin
+  std::vector<HostSlots> hosts;                     // KUNGFU_HOST_SLOTS: where workers may run
+  std::uint16_t first_port = 10000;                 // KUNGFU_PORT_RANGE's begin
   Duration close_limit = std::chrono::seconds(10);  // an orderly close waits at most this long
 };
 

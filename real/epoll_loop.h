@@ -16,9 +16,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/executor.h"
 #include "real/fd.h"
 #include "real/timer_queue.h"
+#include "runtime/executor.h"
 
 namespace kf {
 

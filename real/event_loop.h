@@ -10,8 +10,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "runtime/executor.h"
 #include "real/timer_queue.h"
+#include "runtime/executor.h"
 
 namespace kf {
 

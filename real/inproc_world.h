@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/engine.h"
 #include "real/event_loop.h"
+#include "runtime/engine.h"
 
 namespace kf {
 

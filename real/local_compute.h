@@ -4,8 +4,8 @@
 // the loop's timer, so byte-only workloads keep their real step time.
 #pragma once
 
-#include "runtime/compute.h"
 #include "real/event_loop.h"
+#include "runtime/compute.h"
 
 namespace kf {
 

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cluster_spec.h"
-#include "runtime/transport.h"
 #include "real/epoll_loop.h"
 #include "real/sockets.h"
+#include "runtime/cluster_spec.h"
+#include "runtime/transport.h"
 
 namespace kf {
 

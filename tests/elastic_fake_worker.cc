@@ -20,10 +20,10 @@
 #include <string>
 #include <thread>
 
-#include "runtime/cluster_spec.h"
 #include "launch/config_client.h"
 #include "launch/launch_plan.h"
 #include "launch/worker_env.h"
+#include "runtime/cluster_spec.h"
 
 namespace {
 

@@ -12,10 +12,10 @@
 #include <memory>
 #include <vector>
 
+#include "real/inproc_world.h"
 #include "runtime/buffer.h"
 #include "runtime/collectives.h"
 #include "runtime/half.h"
-#include "real/inproc_world.h"
 
 namespace kf::testing {
 

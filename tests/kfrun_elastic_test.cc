@@ -15,9 +15,9 @@
 #include <sstream>
 #include <string>
 
-#include "net_helpers.h"
 #include "launch/config_server.h"
 #include "launch/launch_plan.h"
+#include "net_helpers.h"
 
 namespace kf {
 namespace {

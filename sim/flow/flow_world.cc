@@ -10,20 +10,18 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/wire_size.h"
 #include "sim/flow/event_queue.h"
 #include "sim/flow/flow_network.h"
 #include "sim/flow/flow_routes.h"
 #include "sim/flow/flow_tcp.h"
-#include "runtime/wire_size.h"
 #include "sim/flow/ring_queue.h"
 #include "sim/sim_compute.h"
 #include "sim/sim_port.h"
 
 namespace kf {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 class FlowWorld::Impl {
  public:
