@@ -124,9 +124,10 @@ int main(int argc, char** argv) {
     }
     for (const auto& text : policy_flags)
       policies.push_back(kf::make_policy(kf::parse_policy_flag(text)));
-    const bool elastic = env_or("KUNGFU_ELASTIC") == "1";
-    if (elastic && config.config_server.empty())
-      throw std::invalid_argument("KUNGFU_ELASTIC=1 but no KUNGFU_CONFIG_SERVER");
+    kf::SocketTransportOptions transport_options;
+    transport_options.secret = env_or("KUNGFU_SECRET");
+    std::optional<kf::RealMembershipOptions> elastic =
+        kf::elastic_membership_options(kf::current_environment(), config, transport_options);
 
     kf::TrainerOptions options{
         .model = &model,
@@ -187,8 +188,6 @@ int main(int argc, char** argv) {
       };
     }
 
-    kf::SocketTransportOptions transport_options;
-    transport_options.secret = env_or("KUNGFU_SECRET");
     kf::EpollLoop loop;
     kf::LocalCompute compute(loop);
     kf::RunRecorder recorder;
@@ -221,16 +220,7 @@ int main(int argc, char** argv) {
     loop.call([&] {
       kf::TrainerWorld world{.executor = loop, .compute = compute};
       if (elastic) {
-        kf::RealMembershipOptions m{.config_server = config.config_server,
-                                    .token = transport_options.secret,
-                                    .transport = transport_options};
-        const std::string slots = env_or("KUNGFU_HOST_SLOTS");
-        m.hosts = slots.empty() ? std::vector<kf::HostSlots>{} : kf::parse_host_list(slots);
-        if (m.hosts.empty())
-          m.hosts.push_back({config.cluster.worker(config.rank).host, config.cluster.size()});
-        const std::string ports = env_or("KUNGFU_PORT_RANGE");
-        if (!ports.empty()) m.first_port = kf::parse_port_range(ports).begin;
-        membership = std::make_unique<kf::RealMembership>(loop, std::move(m));
+        membership = std::make_unique<kf::RealMembership>(loop, std::move(*elastic));
         world.membership = membership.get();
       } else {
         fixed = std::make_unique<kf::SocketTransport>(loop, config.cluster, config.rank,

@@ -97,6 +97,15 @@ std::optional<ClusterSpec> ConfigClient::get() const {
   return parse_reply("GET", url_, res);
 }
 
+std::optional<ClusterSpec> ConfigClient::get_version(std::uint64_t version) const {
+  const auto res = call(scheme_host_, url_, token_, timeout_, "GET", [&](httplib::Client& c) {
+    return c.Get(path_, httplib::Params{{"version", std::to_string(version)}}, httplib::Headers{});
+  });
+  if (res.status == 404) return std::nullopt;
+  if (res.status != 200) throw_status("GET", url_, res);
+  return parse_reply("GET", url_, res);
+}
+
 ClusterSpec ConfigClient::put(const ClusterSpec& spec) const {
   const auto body = cluster_to_json(spec);
   const auto res = call(scheme_host_, url_, token_, timeout_, "PUT",

@@ -22,7 +22,9 @@ class ConfigClient {
 
   // Each throws std::runtime_error naming the URL and the HTTP status and reason (or the
   // connection error) on failure.
-  std::optional<ClusterSpec> get() const;            // nullopt when none is stored (404)
+  std::optional<ClusterSpec> get() const;  // nullopt when none is stored (404)
+  // A past version, nullopt when the server does not keep it (404).
+  std::optional<ClusterSpec> get_version(std::uint64_t version) const;
   ClusterSpec put(const ClusterSpec& spec) const;    // the stored spec, with its new version
   ClusterSpec reset(const ClusterSpec& spec) const;  // stored as given
   void clear() const;

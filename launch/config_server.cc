@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -49,6 +51,17 @@ struct ConfigServer::Impl {
 
   mutable std::mutex mu;
   std::optional<ClusterSpec> spec;
+  // The latest kKeptVersions clusters stored, by version: runners that polled past a version
+  // (two resizes within one poll) fetch it, so they start and stop workers version by version.
+  static constexpr std::size_t kKeptVersions = 1024;
+  std::map<std::uint64_t, ClusterSpec> history;
+
+  void store(ClusterSpec next) {  // with mu held
+    spec = next;
+    history.insert_or_assign(next.version(), std::move(next));
+    while (history.size() > kKeptVersions)
+      history.erase(history.begin());
+  }
 
   bool authorized(const httplib::Request& req) const {
     if (expected_auth.empty()) return true;
@@ -58,8 +71,19 @@ struct ConfigServer::Impl {
            CRYPTO_memcmp(got.data(), expected_auth.data(), got.size()) == 0;
   }
 
-  void get(httplib::Response& res) {
+  void get(const httplib::Request& req, httplib::Response& res) {
     std::lock_guard lock(mu);
+    if (req.has_param("version")) {
+      const std::string text = req.get_param_value("version");
+      std::uint64_t version = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), version);
+      if (error != std::errc() || end != text.data() + text.size())
+        return fail(res, 400, "version '" + text + "': not a number");
+      const auto it = history.find(version);
+      if (it == history.end())
+        return fail(res, 404, fmt::format("version {} is not kept", version));
+      return res.set_content(cluster_to_json(it->second), kJson);
+    }
     if (!spec) return fail(res, 404, "no cluster config");
     res.set_content(cluster_to_json(*spec), kJson);
   }
@@ -69,7 +93,7 @@ struct ConfigServer::Impl {
     if (auto reason = parse_spec(req.body, next)) return fail(res, 400, *reason);
     std::lock_guard lock(mu);
     const std::uint64_t old = spec ? spec->version() : 0;
-    spec = ClusterSpec(std::max<std::uint64_t>(old + 1, 1), next.runners(), next.workers());
+    store(ClusterSpec(std::max<std::uint64_t>(old + 1, 1), next.runners(), next.workers()));
     res.set_content(cluster_to_json(*spec), kJson);
   }
 
@@ -77,7 +101,8 @@ struct ConfigServer::Impl {
     ClusterSpec next;
     if (auto reason = parse_spec(req.body, next)) return fail(res, 400, *reason);
     std::lock_guard lock(mu);
-    spec = next;
+    history.clear();  // a reset starts a new history
+    store(next);
     res.set_content(cluster_to_json(*spec), kJson);
   }
 
@@ -97,7 +122,8 @@ struct ConfigServer::Impl {
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", kText);
     });
-    http.Get("/config", [this](const httplib::Request&, httplib::Response& res) { get(res); });
+    http.Get("/config",
+             [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
     http.Put("/config",
              [this](const httplib::Request& req, httplib::Response& res) { put(req, res); });
     http.Post("/config",
@@ -120,7 +146,7 @@ ConfigServer::ConfigServer(ConfigServerOptions options) : impl_(std::make_unique
     if (auto problem = options.initial->problem()) {
       throw std::invalid_argument("initial cluster config: " + *problem);
     }
-    s.spec = options.initial;
+    s.store(*options.initial);
   }
   if (!options.token.empty()) s.expected_auth = "Bearer " + options.token;
   s.options = std::move(options);

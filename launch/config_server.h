@@ -1,7 +1,8 @@
 // The elastic config server, as KungFu's: one ClusterSpec behind REST on /config, so an elastic
 // job has one place where a proposed membership is written (by rank 0 on resize) and read (by
 // every peer and runner). GET (404 when none), PUT (validate, store with the version bumped),
-// POST (reset: store as given), DELETE (clear); GET /health answers "ok". With a token every
+// POST (reset: store as given), DELETE (clear); GET /config?version=N answers a recent version
+// (the latest 1,024 since the last reset are kept; 404 for others); GET /health answers "ok". With a token every
 // /config request must carry "Authorization: Bearer <token>" (else 401). Serves on its own
 // thread (cpp-httplib) until stop() or destruction.
 #pragma once

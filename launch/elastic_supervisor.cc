@@ -25,16 +25,22 @@ using Clock = std::chrono::steady_clock;
 // (worker output, signals, deadlines). Keeps the newest cluster seen and the last error.
 class Watcher {
  public:
-  Watcher(const ConfigClient& client, std::chrono::milliseconds interval)
+  // `from`: the version the runner starts from; later ones are reported, skipped ones included.
+  Watcher(const ConfigClient& client, std::chrono::milliseconds interval, std::uint64_t from)
       : client_(client),
         interval_(interval),
+        newest_(from),
         thread_([this](const std::stop_token& stop) { run(stop); }) {}
 
-  // The newest cluster seen with a version above `version`, if any.
-  std::optional<ClusterSpec> newer_than(std::uint64_t version) const {
+  // Every cluster seen with a version above `version`, oldest first: the newest polled and the
+  // versions between that a poll skipped (two resizes within one interval), as far as the
+  // server keeps them.
+  std::vector<ClusterSpec> newer_than(std::uint64_t version) const {
     std::lock_guard lock(mu_);
-    if (newest_ && newest_->version() > version) return newest_;
-    return std::nullopt;
+    std::vector<ClusterSpec> out;
+    for (auto it = seen_.upper_bound(version); it != seen_.end(); ++it)
+      out.push_back(it->second);
+    return out;
   }
   std::string error() const {
     std::lock_guard lock(mu_);
@@ -57,9 +63,29 @@ class Watcher {
       } catch (const std::exception& e) {
         error = e.what();
       }
+      // Versions skipped since the last poll, fetched outside the lock.
+      std::vector<ClusterSpec> skipped;
+      if (spec && spec->version() > newest_ + 1) {
+        const std::uint64_t from =
+            std::max(newest_ + 1, spec->version() - std::min<std::uint64_t>(spec->version(), 64));
+        for (std::uint64_t v = from; v < spec->version() && error.empty(); ++v) {
+          try {
+            if (auto past = client_.get_version(v)) skipped.push_back(std::move(*past));
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+        }
+      }
       std::unique_lock lock(mu_);
       error_ = error;
-      if (spec && (!newest_ || spec->version() > newest_->version())) newest_ = std::move(spec);
+      if (spec && spec->version() > newest_) {
+        for (auto& past : skipped)
+          seen_.insert_or_assign(past.version(), std::move(past));
+        newest_ = spec->version();
+        seen_.insert_or_assign(newest_, std::move(*spec));
+        while (seen_.size() > 64)
+          seen_.erase(seen_.begin());
+      }
       wake_.wait_for(lock, stop, interval_, [] { return false; });
     }
   }
@@ -68,7 +94,8 @@ class Watcher {
   const std::chrono::milliseconds interval_;
   mutable std::mutex mu_;
   std::condition_variable_any wake_;
-  std::optional<ClusterSpec> newest_;
+  std::map<std::uint64_t, ClusterSpec> seen_;  // the latest versions seen, by version
+  std::uint64_t newest_ = 0;
   std::string error_;
   std::jthread thread_;  // last: stopped and joined before the members it uses go
 };
@@ -84,12 +111,13 @@ std::string join_ids(const std::vector<PeerID>& ids) {
 
 class ElasticRun {
  public:
-  ElasticRun(const ElasticOptions& elastic, const SupervisorOptions& options)
+  ElasticRun(const ElasticOptions& elastic, const SupervisorOptions& options,
+             const ClusterSpec& initial)
       : elastic_(elastic),
         options_(options),
         client_(elastic.config_server, elastic.token, elastic.request_timeout),
         pool_(options),
-        watcher_(client_, elastic.poll_interval) {}
+        watcher_(client_, elastic.poll_interval, initial.version()) {}
 
   int run(const ClusterSpec& initial) {
     apply(initial, initial.version() > 0);
@@ -102,7 +130,8 @@ class ElasticRun {
         continue;
       }
       report_watcher_error();
-      if (auto next = watcher_.newer_than(current_.version())) apply(*next, true);
+      for (const auto& next : watcher_.newer_than(current_.version()))
+        apply(next, true);
       retire_overdue();
       if (pool_.running() == 0 && done()) break;
     }
@@ -299,7 +328,7 @@ ClusterSpec initial_cluster(const ConfigClient& client, const ClusterSpec& plann
 
 int supervise_elastic(const ClusterSpec& initial, const ElasticOptions& elastic,
                       const SupervisorOptions& options) {
-  ElasticRun run(elastic, options);
+  ElasticRun run(elastic, options, initial);
   return run.run(initial);
 }
 

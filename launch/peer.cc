@@ -16,12 +16,22 @@ std::optional<Status> Handle::wait_for(Duration limit) const {
 }
 
 struct Peer::Impl {
-  WorkerConfig config;
   PeerOptions options;
   EpollLoop loop;
-  std::unique_ptr<SocketTransport> transport;  // loop thread only
+  std::unique_ptr<RealMembership> membership;  // elastic workers; loop thread only
+  std::unique_ptr<SocketTransport> fixed;      // the others; loop thread only
   std::unique_ptr<Engine> engine;              // loop thread only
   std::uint64_t serial = 0;                    // automatic names, caller side
+  bool joining = false;
+
+  mutable std::mutex config_mutex;
+  WorkerConfig config;  // the current cluster and this worker's rank in it
+
+  WorkerConfig current() const {
+    std::lock_guard lock(config_mutex);
+    return config;
+  }
+  SocketTransport* transport() const { return membership ? membership->current() : fixed.get(); }
 
   // Starts `start(engine, done)` on the loop; the handle completes with `done`'s status.
   Handle launch(std::function<void(Engine&, DoneCallback)> start) {
@@ -36,10 +46,31 @@ struct Peer::Impl {
     });
     return h;
   }
+
+  // Runs a resize protocol on the loop and switches to the cluster it agreed on.
+  ResizeResult resize(const char* what,
+                      std::function<void(Engine&, Membership&, ClusterCallback)> protocol);
+  // On the loop: this worker's part of the agreed cluster `next`; `done` once settled.
+  void adopt(ClusterSpec next, std::function<void(ResizeResult)> done);
 };
 
+Peer::Peer(WorkerConfig config, PeerOptions options, bool joining)
+    : Peer(std::move(config), std::move(options)) {
+  impl_->joining = joining;
+}
+
 Peer Peer::from_env(PeerOptions options) {
-  return Peer(worker_config_from(current_environment()), std::move(options));
+  const EnvMap env = current_environment();
+  WorkerConfig config = worker_config_from(env);
+  if (options.transport.secret.empty()) {
+    if (const auto it = env.find("KUNGFU_SECRET"); it != env.end())
+      options.transport.secret = it->second;
+  }
+  if (!options.elastic)
+    options.elastic = elastic_membership_options(env, config, options.transport);
+  const auto joining = env.find("KUNGFU_JOINING");
+  return Peer(std::move(config), std::move(options),
+              joining != env.end() && joining->second == "1");
 }
 
 Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -52,14 +83,24 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   if (p.config.strategy) p.options.engine.strategy = *p.config.strategy;
   try {
     p.loop.call([&] {
-      p.transport = std::make_unique<SocketTransport>(p.loop, p.config.cluster, p.config.rank,
-                                                      p.options.transport);
-      if (p.config.cluster.size() > 1) p.transport->start();  // throws if the port is taken
-      p.engine = std::make_unique<Engine>(p.config.cluster, p.config.rank, p.loop, *p.transport,
+      Transport* transport = nullptr;
+      if (p.options.elastic) {
+        p.membership = std::make_unique<RealMembership>(p.loop, *p.options.elastic);
+        transport = &p.membership->transport(p.config.cluster, p.config.rank);  // starts it
+      } else {
+        p.fixed = std::make_unique<SocketTransport>(p.loop, p.config.cluster, p.config.rank,
+                                                    p.options.transport);
+        if (p.config.cluster.size() > 1) p.fixed->start();  // throws if the port is taken
+        transport = p.fixed.get();
+      }
+      p.engine = std::make_unique<Engine>(p.config.cluster, p.config.rank, p.loop, *transport,
                                           p.options.engine);
     });
   } catch (...) {
-    p.loop.call([&] { p.transport.reset(); });  // on its own thread, before the loop goes
+    p.loop.call([&] {  // on its own thread, before the loop goes
+      p.membership.reset();
+      p.fixed.reset();
+    });
     throw;
   }
   if (p.options.wait_for_peers && p.config.cluster.size() > 1) {
@@ -67,8 +108,9 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
     // lost meanwhile ends the wait: the first collective then reports it.
     const auto deadline = std::chrono::steady_clock::now() + p.options.transport.connect_timeout +
                           std::chrono::seconds(1);
-    while (!p.loop.call([&] { return p.transport->connecting_settled(); }) &&
-           std::chrono::steady_clock::now() < deadline) {
+    while (!p.loop.call([&] {
+      return p.transport() == nullptr || p.transport()->connecting_settled();
+    }) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
@@ -83,27 +125,156 @@ Peer::~Peer() {
   p.loop.call([&] { p.engine.reset(); });
   std::promise<void> closed;
   auto closed_future = closed.get_future();
-  p.loop.call(
-      [&] { p.transport->shutdown(p.options.shutdown_limit, [&closed] { closed.set_value(); }); });
+  p.loop.call([&] {
+    if (p.membership) {
+      p.membership->leave([&closed] { closed.set_value(); });
+    } else {
+      p.fixed->shutdown(p.options.shutdown_limit, [&closed] { closed.set_value(); });
+    }
+  });
   closed_future.wait_for(p.options.shutdown_limit + std::chrono::seconds(1));
-  p.loop.call([&] { p.transport.reset(); });
+  p.loop.call([&] {
+    p.membership.reset();
+    p.fixed.reset();
+  });
   p.loop.stop();
 }
 
 int Peer::rank() const {
-  return impl_->config.rank;
+  return impl_->current().rank;
 }
 int Peer::size() const {
-  return impl_->config.cluster.size();
+  return impl_->current().cluster.size();
 }
 int Peer::local_rank() const {
-  return impl_->config.cluster.local_rank(impl_->config.rank);
+  const WorkerConfig c = impl_->current();
+  return c.cluster.local_rank(c.rank);
 }
-const ClusterSpec& Peer::cluster() const {
-  return impl_->config.cluster;
+int Peer::local_size() const {
+  const WorkerConfig c = impl_->current();
+  return c.cluster.local_size(c.rank);
 }
-const WorkerConfig& Peer::config() const {
-  return impl_->config;
+ClusterSpec Peer::cluster() const {
+  return impl_->current().cluster;
+}
+WorkerConfig Peer::config() const {
+  return impl_->current();
+}
+bool Peer::elastic() const {
+  return impl_->options.elastic.has_value();
+}
+bool Peer::joining() const {
+  return impl_->joining;
+}
+
+void Peer::set_strategy(StrategyName strategy) {
+  Impl& p = *impl_;
+  // Ahead of every operation posted after this call: the loop runs posts in order.
+  p.loop.post([&p, strategy] {
+    p.options.engine.strategy = strategy;  // for the engines of later cluster versions
+    if (p.engine) p.engine->set_strategy(make_strategy(strategy, p.engine->cluster().host_of()));
+  });
+}
+
+ResizeResult Peer::Impl::resize(
+    const char* what, std::function<void(Engine&, Membership&, ClusterCallback)> protocol) {
+  if (!membership && !options.elastic) {
+    return {.status = Status(ErrorCode::invalid_argument,
+                             fmt::format("{}: this worker is not elastic (start it with kfrun -w, "
+                                         "which runs the config server)",
+                                         what))};
+  }
+  std::promise<ResizeResult> result;
+  auto future = result.get_future();
+  loop.post([this, &result, what, protocol = std::move(protocol)] {
+    if (!engine) {
+      result.set_value({.status = Status(ErrorCode::cancelled,
+                                         fmt::format("{}: the peer has left its cluster", what))});
+      return;
+    }
+    protocol(*engine, *membership, [this, &result](Status s, ClusterSpec next) {
+      if (!s.ok()) {
+        result.set_value({.status = std::move(s)});
+        return;
+      }
+      adopt(std::move(next), [&result](ResizeResult r) { result.set_value(std::move(r)); });
+    });
+  });
+  ResizeResult r = future.get();
+  if (r.changed) serial = 0;  // automatic names restart with the new cluster, as a joiner's do
+  return r;
+}
+
+void Peer::Impl::adopt(ClusterSpec next, std::function<void(ResizeResult)> done) {
+  if (next.version() == engine->cluster().version()) {
+    done({});
+    return;
+  }
+  const PeerID me = engine->cluster().worker(engine->rank());
+  const auto rank = next.rank_of(me);
+  if (!rank) {
+    engine.reset();
+    membership->leave([done = std::move(done)] { done({.changed = true, .detached = true}); });
+    return;
+  }
+  // Peers that switched first may have sent to this worker already: keep those messages.
+  auto early = engine->take_newer_messages();
+  engine.reset();
+  membership->reconnect(next, *rank,
+                        [this, next, rank = *rank, early = std::move(early),
+                         done = std::move(done)](Transport& transport) mutable {
+                          engine =
+                              std::make_unique<Engine>(next, rank, loop, transport, options.engine);
+                          for (auto& [source, message] : early)
+                            engine->deliver(source, std::move(message));
+                          {
+                            std::lock_guard lock(config_mutex);
+                            config.cluster = next;
+                            config.rank = rank;
+                          }
+                          done({.changed = true});
+                        });
+}
+
+ResizeResult Peer::resize(int workers) {
+  return impl_->resize("resize", [workers](Engine& e, Membership& m, ClusterCallback done) {
+    resize_cluster(e, m, workers, 0, std::move(done));
+  });
+}
+
+ResizeResult Peer::resize_from_config_server() {
+  return impl_->resize("resize", [](Engine& e, Membership& m, ClusterCallback done) {
+    adopt_cluster(e, m, 0, std::move(done));
+  });
+}
+
+Status Peer::propose_new_size(int workers) {
+  Impl& p = *impl_;
+  if (!p.membership) {
+    return Status(ErrorCode::invalid_argument,
+                  "propose_new_size: this worker is not elastic (start it with kfrun -w, which "
+                  "runs the config server)");
+  }
+  std::promise<Status> result;
+  auto future = result.get_future();
+  p.loop.post([&p, &result, workers] {
+    if (!p.engine) {
+      result.set_value(
+          Status(ErrorCode::cancelled, "propose_new_size: the peer has left its cluster"));
+      return;
+    }
+    ClusterSpec proposal;
+    try {
+      proposal = p.membership->propose(p.engine->cluster(), workers);
+    } catch (const std::exception& e) {
+      result.set_value(
+          Status(ErrorCode::invalid_argument, fmt::format("propose_new_size: {}", e.what())));
+      return;
+    }
+    p.membership->put(proposal,
+                      [&result](Status s, ClusterSpec) { result.set_value(std::move(s)); });
+  });
+  return future.get();
 }
 
 std::string Peer::next_name(const char* kind, std::string name) {
@@ -207,7 +378,8 @@ void Peer::post(std::function<void(Engine&)> fn) {
 
 SocketTransportStats Peer::transport_stats() const {
   Impl& p = *impl_;
-  return p.loop.call([&] { return p.transport->stats(); });
+  return p.loop.call(
+      [&] { return p.transport() ? p.transport()->stats() : SocketTransportStats{}; });
 }
 
 }  // namespace kf

@@ -19,6 +19,7 @@
 #include <string>
 #include <type_traits>
 
+#include "launch/real_membership.h"
 #include "launch/worker_env.h"
 #include "real/socket_transport.h"
 #include "runtime/buffer.h"
@@ -33,6 +34,17 @@ struct PeerOptions {
   SocketTransportOptions transport;  // secret: KUNGFU_SECRET when empty
   bool wait_for_peers = true;        // the constructor waits (bounded) until all are connected
   Duration shutdown_limit = std::chrono::seconds(5);  // orderly close waits at most this long
+  // Set: an elastic worker (from_env sets it under kfrun -w): the cluster can change at run time
+  // through resize(), its connections made per cluster version by a RealMembership.
+  std::optional<RealMembershipOptions> elastic;
+};
+
+// What a resize did to this worker: whether the cluster changed, and whether this worker is no
+// longer in it (it should then exit; the peer has closed its connections).
+struct ResizeResult {
+  Status status;
+  bool changed = false;
+  bool detached = false;
 };
 
 // The outcome of an async call; wait() may be called more than once and from any thread.
@@ -73,11 +85,32 @@ class Peer {
   Peer(Peer&&) noexcept;
   Peer& operator=(Peer&&) noexcept;
 
+  // Identity; after a resize, that of the new cluster (read from any thread).
   int rank() const;
   int size() const;
   int local_rank() const;
-  const ClusterSpec& cluster() const;
-  const WorkerConfig& config() const;
+  int local_size() const;
+  ClusterSpec cluster() const;
+  WorkerConfig config() const;
+  bool elastic() const;
+  // Started by kfrun -w into a cluster that a resize grew (KUNGFU_JOINING=1): the survivors are
+  // about to sync their state to it.
+  bool joining() const;
+
+  // The strategy of collectives started after this call (agreeing on it is the caller's
+  // business); kept across resizes.
+  void set_strategy(StrategyName strategy);
+
+  // Elastic resizes (KungFu's protocol, runtime/membership.h); every worker of the cluster calls
+  // the same one at the same point, with no other call pending, and blocks until its new engine
+  // is connected. resize(n): rank 0 proposes n workers to the config server (kfrun's runners
+  // start or stop workers), all adopt the stored cluster. resize_from_config_server(): all adopt
+  // what the config server holds, when newer (a proposal made by propose_new_size or an
+  // operator). propose_new_size(n): store the proposal for n workers only, from any one worker.
+  // A worker not elastic gets invalid_argument.
+  ResizeResult resize(int workers);
+  ResizeResult resize_from_config_server();
+  Status propose_new_size(int workers);
 
   // An empty name means "the next automatic name": every peer must then call in the same order.
   Handle allreduce_async(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
@@ -135,6 +168,7 @@ class Peer {
   SocketTransportStats transport_stats() const;
 
  private:
+  Peer(WorkerConfig config, PeerOptions options, bool joining);
   struct Impl;
   std::string next_name(const char* kind, std::string name);
   std::unique_ptr<Impl> impl_;

@@ -4,8 +4,29 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 namespace kf {
+
+std::optional<RealMembershipOptions> elastic_membership_options(
+    const EnvMap& env, const WorkerConfig& config, const SocketTransportOptions& transport) {
+  const auto value = [&env](const char* name) {
+    const auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  if (value("KUNGFU_ELASTIC") != "1") return std::nullopt;
+  if (config.config_server.empty())
+    throw std::invalid_argument("KUNGFU_ELASTIC=1 but no KUNGFU_CONFIG_SERVER");
+  RealMembershipOptions m{
+      .config_server = config.config_server, .token = transport.secret, .transport = transport};
+  const std::string slots = value("KUNGFU_HOST_SLOTS");
+  if (!slots.empty()) m.hosts = parse_host_list(slots);
+  if (m.hosts.empty())
+    m.hosts.push_back({config.cluster.worker(config.rank).host, config.cluster.size()});
+  const std::string ports = value("KUNGFU_PORT_RANGE");
+  if (!ports.empty()) m.first_port = parse_port_range(ports).begin;
+  return m;
+}
 
 RealMembership::RealMembership(EpollLoop& loop, RealMembershipOptions options)
     : loop_(loop), options_(std::move(options)), client_(options_.config_server, options_.token) {}

@@ -9,12 +9,14 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "launch/config_client.h"
 #include "launch/launch_plan.h"
+#include "launch/worker_env.h"
 #include "real/epoll_loop.h"
 #include "real/socket_transport.h"
 #include "runtime/membership.h"
@@ -29,6 +31,13 @@ struct RealMembershipOptions {
   std::uint16_t first_port = 10000;                 // KUNGFU_PORT_RANGE's begin
   Duration close_limit = std::chrono::seconds(10);  // an orderly close waits at most this long
 };
+
+// The membership options of a worker started by `kfrun -w` (KUNGFU_ELASTIC=1), from its
+// environment: the config server, the secret, KUNGFU_HOST_SLOTS (default: the worker's host with
+// the cluster's size) and KUNGFU_PORT_RANGE's begin. nullopt when the worker is not elastic;
+// throws std::invalid_argument when KUNGFU_ELASTIC=1 comes without KUNGFU_CONFIG_SERVER.
+std::optional<RealMembershipOptions> elastic_membership_options(
+    const EnvMap& env, const WorkerConfig& config, const SocketTransportOptions& transport);
 
 class RealMembership final : public Membership {
  public:

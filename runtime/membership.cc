@@ -12,17 +12,20 @@ namespace kf {
 namespace {
 
 struct ResizeRound {
-  std::uint64_t version = 0;  // the stored proposal's, learnt by allreduce-max
+  // The stored proposal's version, learnt by allreduce-max; 0 when rank 0 failed. Adopting, rank
+  // 0 contributes the read version + 1, since a config service may hold version 0.
+  std::uint64_t version = 0;
   ClusterSpec next;
-  std::string put_error;  // rank 0's, when the config service refused
-  std::string bytes;      // the spec as read, for the consensus
+  std::string rank0_error;  // rank 0's, when the config service refused or could not be read
+  std::string bytes;        // the spec as read, for the consensus
 };
 
-}  // namespace
-
-void resize_cluster(Engine& engine, Membership& membership, int workers, std::int64_t next_step,
-                    ClusterCallback done) {
-  auto round = std::make_shared<ResizeRound>();
+// Every worker: learn the version rank 0 wrote or read (0 when it failed), read that cluster from
+// the config service, and check by consensus that all read the same one. When adopting, a version
+// no newer than the engine's cluster means nothing changed: the current cluster comes back.
+void agree_on_cluster(const std::shared_ptr<ResizeRound>& round, Engine& engine,
+                      Membership& membership, std::int64_t next_step, bool adopting,
+                      ClusterCallback done) {
   auto finish = std::make_shared<ClusterCallback>(std::move(done));
   const std::uint64_t current = engine.cluster().version();
   Engine* e = &engine;
@@ -44,57 +47,96 @@ void resize_cluster(Engine& engine, Membership& membership, int workers, std::in
                 (*finish)(std::move(s), round->next);
               });
   };
-  const auto learn_version = [round, finish, e, m, current, agree] {
-    const auto view = BufferView(reinterpret_cast<std::byte*>(&round->version), 1, DType::u64);
-    allreduce(*e,
-              {.name = fmt::format("kf.resize.version/{}", current),
-               .input = view,
-               .output = view,
-               .op = ReduceOp::max},
-              [round, finish, m, agree, e](Status s) {
-                if (s.ok() && round->version == 0) {
-                  s = Status(ErrorCode::invalid_argument,
-                             "resize: the config service refused the proposal" +
-                                 (round->put_error.empty() ? "" : ": " + round->put_error));
+  const auto view = BufferView(reinterpret_cast<std::byte*>(&round->version), 1, DType::u64);
+  allreduce(*e,
+            {.name = fmt::format("kf.resize.version/{}", current),
+             .input = view,
+             .output = view,
+             .op = ReduceOp::max},
+            [round, finish, e, m, agree, current, adopting](Status s) {
+              if (s.ok() && round->version == 0) {
+                const std::string what = adopting
+                                             ? "resize: the config service could not be read"
+                                             : "resize: the config service refused the proposal";
+                s = Status(ErrorCode::invalid_argument,
+                           what + (round->rank0_error.empty() ? "" : ": " + round->rank0_error));
+              }
+              if (!s.ok()) {
+                (*finish)(std::move(s), {});
+                return;
+              }
+              if (adopting) --round->version;
+              if (adopting && round->version <= current) {
+                (*finish)(Status{}, e->cluster());
+                return;
+              }
+              m->get([round, finish, agree, e](Status gs, ClusterSpec spec) {
+                if (gs.ok() && spec.version() != round->version) {
+                  gs = Status(ErrorCode::protocol,
+                              fmt::format("resize: rank {} read cluster version {}, expected {}",
+                                          e->rank(), spec.version(), round->version));
                 }
-                if (!s.ok()) {
-                  (*finish)(std::move(s), {});
+                if (!gs.ok()) {
+                  (*finish)(std::move(gs), {});
                   return;
                 }
-                m->get([round, finish, agree, e](Status gs, ClusterSpec spec) {
-                  if (gs.ok() && spec.version() != round->version) {
-                    gs = Status(ErrorCode::protocol,
-                                fmt::format("resize: rank {} read cluster version {}, expected {}",
-                                            e->rank(), spec.version(), round->version));
-                  }
-                  if (!gs.ok()) {
-                    (*finish)(std::move(gs), {});
-                    return;
-                  }
-                  round->next = std::move(spec);
-                  agree();
-                });
+                round->next = std::move(spec);
+                agree();
               });
+            });
+}
+
+}  // namespace
+
+void resize_cluster(Engine& engine, Membership& membership, int workers, std::int64_t next_step,
+                    ClusterCallback done) {
+  auto round = std::make_shared<ResizeRound>();
+  Engine* e = &engine;
+  Membership* m = &membership;
+  auto then = [round, e, m, next_step, done = std::move(done)]() mutable {
+    agree_on_cluster(round, *e, *m, next_step, false, std::move(done));
   };
   if (engine.rank() != 0) {
-    learn_version();
+    then();
     return;
   }
   ClusterSpec proposal;
   try {
     proposal = membership.propose(engine.cluster(), workers);
   } catch (const std::exception& ex) {
-    round->put_error = ex.what();
-    learn_version();
+    round->rank0_error = ex.what();
+    then();
     return;
   }
-  membership.put(proposal, [round, learn_version](Status s, ClusterSpec stored) {
+  membership.put(proposal, [round, then = std::move(then)](Status s, ClusterSpec stored) mutable {
     if (s.ok()) {
       round->version = stored.version();
     } else {
-      round->put_error = s.message();
+      round->rank0_error = s.message();
     }
-    learn_version();
+    then();
+  });
+}
+
+void adopt_cluster(Engine& engine, Membership& membership, std::int64_t next_step,
+                   ClusterCallback done) {
+  auto round = std::make_shared<ResizeRound>();
+  Engine* e = &engine;
+  Membership* m = &membership;
+  auto then = [round, e, m, next_step, done = std::move(done)]() mutable {
+    agree_on_cluster(round, *e, *m, next_step, true, std::move(done));
+  };
+  if (engine.rank() != 0) {
+    then();
+    return;
+  }
+  membership.get([round, then = std::move(then)](Status s, ClusterSpec stored) mutable {
+    if (s.ok()) {
+      round->version = stored.version() + 1;
+    } else {
+      round->rank0_error = s.message();
+    }
+    then();
   });
 }
 

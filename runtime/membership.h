@@ -50,4 +50,11 @@ class Membership {
 void resize_cluster(Engine& engine, Membership& membership, int workers, std::int64_t next_step,
                     ClusterCallback done);
 
+// The same protocol for a cluster someone else proposed (an operator, a controller, another job:
+// upstream KungFu's propose_new_size then resize_cluster_from_url): rank 0 reads the config
+// service's version instead of writing one. When the service holds nothing newer than the
+// engine's cluster, every worker gets the current cluster back, unchanged.
+void adopt_cluster(Engine& engine, Membership& membership, std::int64_t next_step,
+                   ClusterCallback done);
+
 }  // namespace kf

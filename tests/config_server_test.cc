@@ -118,6 +118,22 @@ TEST_F(ConfigServerTest, PutBumpsTheVersionEveryTime) {
   EXPECT_EQ(cluster_from_json(raw.body), two_hosts(3));
 }
 
+TEST_F(ConfigServerTest, PastVersionsAreKeptForRunnersThatPolledPastThem) {
+  ClusterSpec small(0, two_hosts().runners(), {{"10.0.0.1", 10000}});
+  client.put(two_hosts());  // 1
+  client.put(small);        // 2
+  client.put(two_hosts());  // 3
+  EXPECT_EQ(client.get_version(2), ClusterSpec(2, small.runners(), small.workers()));
+  EXPECT_EQ(client.get_version(1), two_hosts(1));
+  EXPECT_EQ(client.get_version(3), two_hosts(3));
+  EXPECT_EQ(client.get_version(4), std::nullopt);
+  EXPECT_EQ(raw_http(server.port(), "GET", "/config?version=x2").status, 400);
+  // A reset starts a new history.
+  client.reset(two_hosts(10));
+  EXPECT_EQ(client.get_version(2), std::nullopt);
+  EXPECT_EQ(client.get_version(10), two_hosts(10));
+}
+
 TEST_F(ConfigServerTest, BothUrlFormsWork) {
   client.put(two_hosts());
   ConfigClient bare(fmt::format("http://127.0.0.1:{}", server.port()), "", 3s);

@@ -14,7 +14,7 @@ backend; `kungfu.sim` runs scenarios in the simulator.
 from __future__ import annotations
 
 import atexit
-from typing import Optional
+from typing import Optional, Tuple
 
 from kungfu import _core
 from kungfu._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_async,
@@ -26,7 +26,7 @@ from kungfu._core import (CancelledError, CollectiveTimeoutError, DeviceError,
 
 __all__ = [
     "init", "shutdown", "initialized", "rank", "size", "local_rank", "local_size", "strategy",
-    "set_strategy",
+    "set_strategy", "resize", "propose_new_size", "elastic", "joining",
     "allreduce", "allreduce_async", "broadcast", "broadcast_async", "reduce", "reduce_async",
     "allgather", "allgather_async", "gather", "gather_async", "consensus", "barrier", "Handle",
     "save", "request",
@@ -91,6 +91,35 @@ def set_strategy(name: str) -> None:
         raise InvalidArgumentError(f"kungfu.set_strategy({name!r}): the workers asked for "
                                    "different strategies")
     _core.set_strategy(name)
+
+
+def resize(n: Optional[int] = None) -> Tuple[bool, bool]:
+    """Changes the cluster to `n` workers (upstream KungFu's resize): a collective every worker
+    calls at the same point, with no other collective pending. Rank 0 proposes `n` to kfrun's
+    config server, kfrun's runners start the workers it adds and stop those it drops, and every
+    worker reconnects to the new cluster; with `n` None, the workers adopt what the config
+    server holds when it is newer (see propose_new_size). Returns (changed, detached): a detached
+    worker is no longer in the cluster and should exit; the others continue with the new rank()
+    and size() (new workers start with joining() True; kungfu.torch.elastic syncs them). Only
+    under `kfrun -w`; elsewhere InvalidArgumentError."""
+    return _core.resize(n)
+
+
+def propose_new_size(n: int) -> None:
+    """Stores a proposal for `n` workers on kfrun's config server, from any one worker (or an
+    operator's script), without applying it: the workers adopt it at their next resize()."""
+    _core.propose_new_size(n)
+
+
+def elastic() -> bool:
+    """Whether this worker can resize (it runs under `kfrun -w`)."""
+    return _core.elastic()
+
+
+def joining() -> bool:
+    """Whether kfrun started this worker into a cluster a resize grew: it must take the state
+    of the others (kungfu.torch.elastic.State.sync does) before it trains."""
+    return _core.joining()
 
 
 atexit.register(_core.shutdown)

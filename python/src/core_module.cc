@@ -7,6 +7,7 @@
 // completion thread with the GIL taken, never on the runtime's loop. Errors are exceptions of
 // the kungfu.KungFuError family, chosen by the runtime's error code, with its message (which
 // names the operation and, for network faults, the peer).
+#include <fmt/format.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -22,6 +23,7 @@
 
 #include <pybind11/numpy.h>
 
+#include "python/src/policy_module.h"
 #include "python/src/session.h"
 #include "runtime/dtype.h"
 #include "runtime/reduce.h"
@@ -321,6 +323,41 @@ PYBIND11_MODULE(_core, m) {
         session().set_strategy(*s);
       },
       py::arg("name"));
+  m.def(
+      "resize",
+      [](std::optional<int> workers) {
+        if (workers && *workers < 1)
+          throw py::value_error(fmt::format("kungfu.resize: {} workers: at least 1", *workers));
+        Session& s = session();
+        Session::Resized r;
+        {
+          py::gil_scoped_release release;
+          r = s.resize(workers);
+        }
+        if (!r.status.ok()) raise(r.status);
+        return py::make_tuple(r.changed, r.detached);
+      },
+      py::arg("workers") = py::none(),
+      "Every worker: resize the cluster (to `workers`, proposed by rank 0; or, when None, to what "
+      "the config server holds). Returns (changed, detached).");
+  m.def(
+      "propose_new_size",
+      [](int workers) {
+        if (workers < 1)
+          throw py::value_error(
+              fmt::format("kungfu.propose_new_size: {} workers: at least 1", workers));
+        Session& s = session();
+        kf::Status status;
+        {
+          py::gil_scoped_release release;
+          status = s.propose_new_size(workers);
+        }
+        if (!status.ok()) raise(status);
+      },
+      py::arg("workers"));
+  m.def("elastic", [] { return session().elastic(); });
+  m.def("joining", [] { return session().joining(); });
+  m.def("detached", [] { return session().detached(); });
 
   py::class_<PyOperation>(m, "Operation",
                           "A collective in flight: wait(), wait_for(seconds), ready().")
@@ -433,4 +470,6 @@ PYBIND11_MODULE(_core, m) {
         return PyOperation(session().consensus(v, agreed, name), std::move(keep), agreed);
       },
       py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"));
+
+  bind_policies(m);  // policy_module.cc
 }

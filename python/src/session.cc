@@ -54,10 +54,7 @@ Session::Session(const SessionOptions& options)
   }
   // An explicit strategy wins over the launcher's (Peer took KUNGFU_ALLREDUCE_STRATEGY).
   strategy_ = options.strategy.value_or(peer_->config().strategy.value_or(StrategyName::automatic));
-  if (options.strategy) {
-    const StrategyName s = *options.strategy;
-    peer_->post([s](Engine& e) { e.set_strategy(make_strategy(s, e.cluster().host_of())); });
-  }
+  if (options.strategy) peer_->set_strategy(*options.strategy);
 }
 
 Session::~Session() {
@@ -87,7 +84,7 @@ int Session::local_rank() const {
   return peer_->local_rank();
 }
 int Session::local_size() const {
-  return peer_->cluster().local_size(peer_->rank());
+  return peer_->local_size();
 }
 
 std::string Session::strategy() const {
@@ -100,9 +97,30 @@ void Session::set_strategy(StrategyName strategy) {
     std::lock_guard<std::mutex> lock(mu_);
     strategy_ = strategy;
   }
-  // Ahead of every operation posted after this call: the loop runs posts in order.
-  peer_->post(
-      [strategy](Engine& e) { e.set_strategy(make_strategy(strategy, e.cluster().host_of())); });
+  peer_->set_strategy(strategy);
+}
+
+Session::Resized Session::resize(std::optional<int> workers) {
+  const ResizeResult r = workers ? peer_->resize(*workers) : peer_->resize_from_config_server();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (r.changed) serial_ = 0;
+  if (r.detached) detached_ = true;
+  return {.status = r.status, .changed = r.changed, .detached = r.detached};
+}
+
+Status Session::propose_new_size(int workers) {
+  return peer_->propose_new_size(workers);
+}
+
+bool Session::elastic() const {
+  return peer_->elastic();
+}
+bool Session::joining() const {
+  return peer_->joining();
+}
+bool Session::detached() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return detached_;
 }
 
 std::string Session::name_for(const char* kind, std::string name) {

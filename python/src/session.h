@@ -52,6 +52,21 @@ class Session {
   void set_strategy(StrategyName strategy);
   const std::shared_ptr<CompletionQueue>& completions() const { return completions_; }
 
+  // Elastic resizes (kf::Peer::resize, or resize_from_config_server when `workers` is unset):
+  // every worker calls the same one at the same point, with nothing pending; blocking. After a
+  // change automatic names restart, as a joining worker's do; a detached worker's later calls
+  // fail as cancelled.
+  struct Resized {
+    Status status;
+    bool changed = false;
+    bool detached = false;
+  };
+  Resized resize(std::optional<int> workers);
+  Status propose_new_size(int workers);
+  bool elastic() const;
+  bool joining() const;
+  bool detached() const;
+
   // Collectives. An empty name is the next automatic one (every peer must then call in the same
   // order). Buffers must stay valid until the operation completes.
   OperationPtr allreduce(ConstBufferView input, BufferView output, ReduceOp op, std::string name);
@@ -85,6 +100,7 @@ class Session {
   std::uint64_t serial_ = 0;
   std::set<OperationPtr> pending_;  // started, not complete
   bool closing_ = false;
+  bool detached_ = false;
 };
 
 }  // namespace kf::python

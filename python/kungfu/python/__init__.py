@@ -7,13 +7,14 @@ workers started by kfrun, torchrun, mpirun or srun find each other as C++ worker
 from __future__ import annotations
 
 import os
+from typing import Optional, Tuple
 
 import numpy as np
 
 import kungfu
 
 __all__ = ["current_rank", "current_cluster_size", "current_local_rank", "current_local_size",
-           "run_barrier", "all_reduce_int_max"]
+           "run_barrier", "all_reduce_int_max", "resize", "propose_new_size"]
 
 
 def current_rank() -> int:
@@ -44,6 +45,17 @@ def run_barrier() -> None:
 def all_reduce_int_max(x: int) -> int:
     """The largest of every worker's `x`."""
     return int(kungfu.allreduce(np.array([x], dtype=np.int64), "max")[0])
+
+
+def resize(n: Optional[int] = None) -> Tuple[bool, bool]:
+    """(changed, detached): every worker resizes the cluster to `n`, or to the config server's
+    proposal when `n` is None (upstream's resize_cluster_from_url). See kungfu.resize."""
+    return kungfu.resize(n)
+
+
+def propose_new_size(n: int) -> None:
+    """Stores a proposal for `n` workers on the config server; applied at the next resize()."""
+    kungfu.propose_new_size(n)
 
 
 if not os.environ.get("KUNGFU_NO_AUTO_INIT"):

@@ -191,6 +191,20 @@ class _AdaptiveSGD:
             self._kungfu_handles.clear()
         return super(self.__class__, self).step(closure)
 
+    def state_dict(self):
+        """The wrapped optimizer's state, plus the step count that decides the switch (so a
+        worker that joins after a resize switches at the same step as the others)."""
+        state = super(self.__class__, self).state_dict()
+        state["kungfu"] = {"step": self._kungfu_step}
+        return state
+
+    def load_state_dict(self, state_dict):
+        extra = state_dict.get("kungfu")
+        super(self.__class__, self).load_state_dict(
+            {k: v for k, v in state_dict.items() if k != "kungfu"})
+        if extra is not None:
+            self._kungfu_step = int(extra["step"])
+
 
 class _PairAveraging:
     _KEY = "kungfu.model"
