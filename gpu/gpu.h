@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,10 @@ std::optional<std::string> gpu_unavailable();
 int gpu_device_count();  // 0 when unavailable
 // The device a worker uses by default: its local rank modulo the device count.
 int gpu_default_device(int local_rank);
+// Waits until the work queued on a CUDA stream of `device` is done (`stream` as a
+// cudaStream_t's bits; 0 is the legacy default stream): what device collectives on memory another
+// library (torch, CuPy) wrote on its own stream must do first.
+Status gpu_stream_synchronize(int device, std::uintptr_t stream);
 
 struct GpuOptions {
   int device = -1;  // -1: gpu_default_device(local rank)

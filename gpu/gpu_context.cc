@@ -52,6 +52,18 @@ int gpu_default_device(int local_rank) {
   return n > 0 ? std::max(local_rank, 0) % n : 0;
 }
 
+Status gpu_stream_synchronize(int device, std::uintptr_t stream) {
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess)
+    return Status(ErrorCode::device,
+                  fmt::format("cudaSetDevice({}): {}", device, cudaGetErrorString(e)));
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the caller hands over a stream handle's bits
+  const auto handle = reinterpret_cast<cudaStream_t>(stream);
+  if (const cudaError_t e = cudaStreamSynchronize(handle); e != cudaSuccess)
+    return Status(ErrorCode::device,
+                  fmt::format("cudaStreamSynchronize: {}", cudaGetErrorString(e)));
+  return {};
+}
+
 namespace gpu {
 namespace {
 

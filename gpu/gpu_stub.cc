@@ -23,6 +23,9 @@ int gpu_device_count() {
 int gpu_default_device(int) {
   return 0;
 }
+Status gpu_stream_synchronize(int, std::uintptr_t) {
+  return Status(ErrorCode::device, kNoCuda);
+}
 
 std::unique_ptr<GpuContext> GpuContext::open(int, GpuOptions) {
   throw std::runtime_error(kNoCuda);

@@ -35,15 +35,18 @@ __all__ = [
 ]
 
 
-def init(timeout: float = 30.0, strategy: Optional[str] = None) -> None:
+def init(timeout: float = 30.0, strategy: Optional[str] = None,
+         device_strategy: Optional[str] = None) -> None:
     """Starts this process's runtime and connects to its peers.
 
     The identity (rank, peers) comes from the launcher: kfrun's KUNGFU_* variables, torchrun's
     RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, Open MPI's, or Slurm's; with none, a single
     peer. `timeout` is every collective's deadline in seconds; `strategy` overrides the
-    launcher's (e.g. "RING_RS_AG"). Calling it again does nothing.
+    launcher's (e.g. "RING_RS_AG"). `device_strategy` is CUDA memory's path for allreduce:
+    "NCCL" (the default), "NCCL_HIERARCHICAL", "STAGED" or "STAGED:<strategy>" (docs/gpus.md).
+    Calling it again does nothing.
     """
-    _core.init(float(timeout), strategy)
+    _core.init(float(timeout), strategy, device_strategy)
 
 
 def shutdown() -> None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from kungfu import _core
-from kungfu._buffers import Buffer, wrap, writable
+from kungfu._buffers import Buffer, is_tensor, wrap, writable
 
 _OPS = ("sum", "min", "max", "prod", "avg")
 
@@ -70,11 +70,15 @@ def _name(name: Optional[str]) -> str:
     return "" if name is None else str(name)
 
 
-def _prepare(x: Any, inplace: bool, call: str) -> tuple[Buffer, Buffer]:
-    src = wrap(x, call)
+def _prepare(x: Any, inplace: bool, call: str,
+             device_ok: bool = False) -> tuple[Buffer, Buffer]:
+    src = wrap(x, call, device_ok)
     if inplace:
         writable(x, call)
         return src, src
+    if src.device is not None and not is_tensor(src.array):
+        raise TypeError(f"{call}: a CUDA array that is not a torch tensor: pass inplace=True "
+                        "(kungfu allocates device memory only through torch)")
     return src, src.empty_like()
 
 
@@ -89,9 +93,14 @@ def allreduce_async(x: Any, op: str = "sum", *, inplace: bool = False,
                     name: Optional[str] = None) -> Handle:
     """Starts an allreduce of `x` (sum, min, max, prod, or avg for floating dtypes)."""
     call = "kungfu.allreduce"
-    src, dst = _prepare(x, inplace, call)
-    handle = _core.allreduce(src.address, dst.address, src.count, src.dtype,
-                             _op_name(op, call), _name(name), (src, dst))
+    src, dst = _prepare(x, inplace, call, device_ok=True)
+    if src.device is not None:
+        handle = _core.device_allreduce(src.address, dst.address, src.count, src.dtype,
+                                        _op_name(op, call), src.device, src.stream, _name(name),
+                                        (src, dst))
+    else:
+        handle = _core.allreduce(src.address, dst.address, src.count, src.dtype,
+                                 _op_name(op, call), _name(name), (src, dst))
     return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
 
 

@@ -23,6 +23,7 @@
 
 #include <pybind11/numpy.h>
 
+#include "gpu/gpu.h"
 #include "python/src/policy_module.h"
 #include "python/src/session.h"
 #include "runtime/dtype.h"
@@ -241,8 +242,16 @@ Session& session() {
   return Session::get();
 }
 
-void init(double timeout_seconds, std::optional<std::string> strategy) {
+void init(double timeout_seconds, std::optional<std::string> strategy,
+          std::optional<std::string> device_strategy) {
   SessionOptions o;
+  if (device_strategy) {
+    if (!kf::parse_device_strategy(*device_strategy)) {
+      throw py::value_error("kungfu.init: unknown device strategy '" + *device_strategy +
+                            "' (known: " + kf::device_strategy_names() + ")");
+    }
+    o.device_strategy = *device_strategy;
+  }
   o.timeout = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(timeout_seconds));
   if (strategy) {
     const auto s = parse_strategy_name(*strategy);
@@ -298,6 +307,7 @@ PYBIND11_MODULE(_core, m) {
   }
 
   m.def("init", &init, py::arg("timeout_seconds") = 30.0, py::arg("strategy") = py::none(),
+        py::arg("device_strategy") = py::none(),
         "Starts this process's runtime (identity from kfrun, torchrun, mpirun or srun).");
   m.def(
       "shutdown",
@@ -399,6 +409,28 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
       py::arg("name"), py::arg("keep"));
+  m.def(
+      "device_allreduce",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         const std::string& op, int device, std::uintptr_t stream, const std::string& name,
+         py::object keep) {
+        Session& s = session();
+        const kf::DType type = view(in, count, dtype).dtype();
+        if (device < 0) device = kf::gpu_default_device(s.local_rank());
+        OperationPtr started;
+        {
+          py::gil_scoped_release release;  // waits for the producer's stream
+          started =
+              s.device_allreduce(reinterpret_cast<const void*>(in), reinterpret_cast<void*>(out),
+                                 count, type, op_from(op), device, stream, name);
+        }
+        return PyOperation(std::move(started), std::move(keep));
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+      py::arg("device"), py::arg("stream"), py::arg("name"), py::arg("keep"));
+  m.def(
+      "gpu_unavailable", [] { return kf::gpu_unavailable(); },
+      "None when this process can use a CUDA device, else why not.");
   m.def(
       "broadcast",
       [](std::uintptr_t data, std::size_t count, const std::string& dtype, int root,

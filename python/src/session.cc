@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <future>
 #include <stdexcept>
 #include <utility>
 
+#include "gpu/gpu.h"
 #include "launch/peer.h"
 #include "runtime/collectives.h"
 
@@ -44,7 +46,11 @@ Session& Session::get() {
 }
 
 Session::Session(const SessionOptions& options)
-    : completions_(std::make_shared<CompletionQueue>()) {
+    : device_strategy_(options.device_strategy), completions_(std::make_shared<CompletionQueue>()) {
+  if (!parse_device_strategy(device_strategy_)) {
+    throw std::invalid_argument(fmt::format("kungfu.init: unknown device strategy '{}' (known: {})",
+                                            device_strategy_, device_strategy_names()));
+  }
   PeerOptions p;
   p.engine.timeout = options.timeout;
   try {
@@ -61,6 +67,16 @@ Session::~Session() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
+  }
+  if (gpu_) {  // the context's communicators and streams go on the loop, where they were used
+    std::promise<void> gone;
+    GpuContext* gpu = gpu_.get();
+    peer_->post([gpu, &gone](Engine&) {
+      gpu->shutdown();
+      gone.set_value();
+    });
+    gone.get_future().wait();
+    gpu_.reset();
   }
   peer_.reset();  // started operations complete (cancelled when still pending)
   std::set<OperationPtr> left;
@@ -207,6 +223,46 @@ OperationPtr Session::consensus(ConstBufferView bytes, std::shared_ptr<bool> agr
       if (agreed) *agreed = s.ok() && ok;
       done(std::move(s));
     });
+  });
+}
+
+Status Session::open_gpu(int device) {
+  std::lock_guard<std::mutex> lock(gpu_mu_);
+  if (gpu_) {
+    if (device == gpu_device_) return {};
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("CUDA memory on device {} after device {}: one device per process",
+                              device, gpu_device_));
+  }
+  try {
+    GpuOptions o{.device = device, .strategy = *parse_device_strategy(device_strategy_)};
+    gpu_ = GpuContext::open(device, o);
+    gpu_device_ = device;
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::device, e.what());
+  }
+  return {};
+}
+
+OperationPtr Session::device_allreduce(const void* input, void* output, std::size_t count,
+                                       DType dtype, ReduceOp op, int device, std::uintptr_t stream,
+                                       std::string name) {
+  name = name_for("allreduce", std::move(name));
+  Status ready = open_gpu(device);
+  if (ready.ok()) ready = gpu_stream_synchronize(device, stream);
+  if (!ready.ok()) {
+    auto failed = std::make_shared<Operation>(fmt::format("allreduce '{}'", name), completions_);
+    failed->complete(
+        Status(ready.code(), fmt::format("allreduce '{}' of CUDA memory on rank {}: {}", name,
+                                         rank(), ready.message())));
+    return failed;
+  }
+  GpuContext* gpu = gpu_.get();
+  return launch("allreduce", name, [=](Engine& e, DoneCallback done) {
+    gpu->allreduce(
+        e,
+        {.name = name, .input = input, .output = output, .count = count, .dtype = dtype, .op = op},
+        std::move(done));
   });
 }
 

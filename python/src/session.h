@@ -21,13 +21,15 @@
 
 namespace kf {
 class Peer;
-}
+class GpuContext;
+}  // namespace kf
 
 namespace kf::python {
 
 struct SessionOptions {
   Duration timeout = std::chrono::seconds(30);  // deadline of every collective
   std::optional<StrategyName> strategy;         // unset: KUNGFU_ALLREDUCE_STRATEGY or AUTO
+  std::string device_strategy = "NCCL";         // CUDA memory's path (parse_device_strategy)
 };
 
 class Session {
@@ -78,6 +80,12 @@ class Session {
   OperationPtr barrier(std::string name);
   // *agreed is written before the operation completes: are `bytes` the same on every peer?
   OperationPtr consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed, std::string name);
+  // An allreduce of CUDA memory on `device` through the GPU paths (kf::GpuContext, its strategy
+  // SessionOptions::device_strategy), after the work queued on `stream` (the producer's CUDA
+  // stream, 0 the legacy default) is done. The device context opens on first use; one device per
+  // process. Without a usable device the operation fails with the reason (ErrorCode::device).
+  OperationPtr device_allreduce(const void* input, void* output, std::size_t count, DType dtype,
+                                ReduceOp op, int device, std::uintptr_t stream, std::string name);
   // The peer-to-peer store: a copy of `bytes` kept under `name` as its next version (returned);
   // a peer's blob (version 0: its latest) into *out before the operation completes, not_found
   // when the peer holds none.
@@ -93,7 +101,14 @@ class Session {
   OperationPtr launch(const char* kind, const std::string& name, Start start);
   void finish(const OperationPtr& op, Status status);
 
+  // Opens the GPU context for `device` on first use; the reason when it cannot.
+  Status open_gpu(int device);
+
   std::unique_ptr<Peer> peer_;
+  std::string device_strategy_;
+  std::mutex gpu_mu_;
+  std::unique_ptr<GpuContext> gpu_;  // used on the loop only, once opened
+  int gpu_device_ = -1;
   StrategyName strategy_ = StrategyName::automatic;
   std::shared_ptr<CompletionQueue> completions_;
   mutable std::mutex mu_;

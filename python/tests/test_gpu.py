@@ -1,0 +1,34 @@
+"""CUDA memory through kungfu.allreduce (the GPU paths): checked for real where this process can
+use a CUDA device (a lent GPU machine), and as a clear error where it cannot."""
+
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, WORKERS, check_ok, run_kfrun, worker_env
+
+
+def gpu_unavailable():
+    r = subprocess.run([PYTHON, "-c", "import kungfu; print(kungfu._core.gpu_unavailable())"],
+                       env=worker_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.strip()
+    return None if line == "None" else line
+
+
+def test_cuda_memory_without_a_device_is_a_clear_error():
+    if gpu_unavailable() is None:
+        pytest.skip("this machine has a usable CUDA device: test_cuda_memory_allreduce runs")
+    r = run_kfrun(2, "gpu_allreduce.py", "no-device")
+    check_ok(r)
+    assert r.stdout.count("ok") == 2, r.stdout
+
+
+@pytest.mark.parametrize("np_", [1, 2])
+def test_cuda_memory_allreduce(np_):
+    why = gpu_unavailable()
+    if why is not None:
+        pytest.skip(f"no usable CUDA device here: {why}")
+    r = run_kfrun(np_, "gpu_allreduce.py", "device", timeout=300)
+    check_ok(r)
+    assert r.stdout.count("ok") == np_, r.stdout
