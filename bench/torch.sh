@@ -2,7 +2,7 @@
 # ./kf bench torch: the Python package against its peers, side by side in one run.
 #   1. DDP training throughput, the same script (bench/torch_ddp.py: ResNet-18 on synthetic
 #      32x32 images, or --model mlp) on backend "kungfu" and on "gloo", 4 processes on this host,
-#      alternated ROUNDS times;
+#      alternated ROUNDS times, beside "none" (the same DDP with no gradient traffic: the ceiling);
 #   2. allreduce from Python (bench/py_allreduce.py, kungfu.allreduce on numpy) against the same
 #      allreduce from C++ (kfbench), 8 B and 64 MiB, alternated ROUNDS times.
 # Results: OUT/ddp.jsonl, OUT/allreduce.jsonl, and a table on stdout.
@@ -32,7 +32,7 @@ export PYTHONPATH="$build/python"
 kfrun=("$build/apps/kfrun" -q -v=false)
 
 for ((r = 1; r <= rounds; ++r)); do
-  for backend in kungfu gloo; do
+  for backend in kungfu gloo none; do
     echo "[bench torch] round $r: DDP $model on $backend, $np processes" >&2
     "${kfrun[@]}" -np "$np" /usr/bin/python3 "$root/bench/torch_ddp.py" "$backend" \
       --model "$model" --steps "$steps" | grep '^{' | sed "s/^{/{\"round\":$r,/" >>"$out/ddp.jsonl"
@@ -61,13 +61,17 @@ ddp = [json.loads(l) for l in (out / "ddp.jsonl").read_text().splitlines() if l.
 ar = [json.loads(l) for l in (out / "allreduce.jsonl").read_text().splitlines() if l.strip()]
 print(f"\nDDP {ddp[0]['model']} ({ddp[0]['parameters']:,} parameters), {ddp[0]['ranks']} processes, "
       f"batch {ddp[0]['batch_per_worker']}/worker: samples/s per round")
-for b in ("kungfu", "gloo"):
+for b in ("kungfu", "gloo", "none"):
     v = [d["samples_per_s"] for d in ddp if d["backend"] == b]
     print(f"  {b:<7} " + "  ".join(f"{x:8.1f}" for x in v) + f"   median {statistics.median(v):8.1f}")
 ratios = [k["samples_per_s"] / g["samples_per_s"] for k, g in
           zip([d for d in ddp if d["backend"] == "kungfu"], [d for d in ddp if d["backend"] == "gloo"])]
 print("  kungfu / gloo per round: " + "  ".join(f"{x:.2f}" for x in ratios) +
       f"   median {statistics.median(ratios):.2f}")
+ceiling = [n["samples_per_s"] / g["samples_per_s"] for n, g in
+           zip([d for d in ddp if d["backend"] == "none"], [d for d in ddp if d["backend"] == "gloo"])]
+print("  none / gloo per round (the most any backend can gain here): " +
+      "  ".join(f"{x:.2f}" for x in ceiling) + f"   median {statistics.median(ceiling):.2f}")
 print("\nallreduce, C++ (kfbench) vs Python (kungfu.allreduce), per round")
 for size in sorted({a["bytes"] for a in ar}):
     cpp = [a for a in ar if a["bytes"] == size and a["side"] == "c++"]
