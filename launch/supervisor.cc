@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +155,7 @@ struct WorkerPool::Impl {
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
       for (int fd : {out[0], out[1], err[0], err[1]})
@@ -161,6 +163,12 @@ struct WorkerPool::Impl {
       throw std::runtime_error("fork failed");
     }
     if (pid == 0) {
+      // A worker dies with its launcher (kfrun killed by anything, SIGKILL included): the kernel
+      // sends SIGKILL when kfrun goes, and a kfrun gone before this line is seen by getppid().
+      // Workers never train on unsupervised. (The signal follows the thread that forked, which is
+      // kfrun's main thread for the life of the job.)
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(137);
       ::setpgid(0, 0);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
