@@ -30,13 +30,17 @@ int main(int argc, char** argv) {
   std::string hosts_text, hostfile, nic, self, port_range = "10000-11000", strategy, logdir;
   std::string timeout_text, config_server, detach_timeout_text = "30s";
   bool quiet = false, verbose = true, watch = false;
-  int builtin_config_port = 0;
+  int builtin_config_port = 0, runner_port = 0;
   app.add_option("--np", np, "number of workers in total");
   app.add_option("--H", hosts_text, "hosts as ip:slots,ip:slots (default 127.0.0.1:np)");
   app.add_option("--hostfile", hostfile, "file of lines 'IP slots=N'");
   app.add_option("--nic", nic, "infer this host's IP from this network interface");
   app.add_option("--self", self, "this host's IP (as in -H)");
   app.add_option("--port-range", port_range, "worker ports, BEGIN-END");
+  app.add_option("--runner-port", runner_port,
+                 "the runners' port in the cluster spec (default 38080, or the port after "
+                 "-port-range when that holds 38080)")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--strategy", strategy, "allreduce strategy (STAR, RING, RING_RS_AG, ...)");
   app.add_option("--logdir", logdir, "also write each worker's output to this directory");
   app.add_flag("--q", quiet, "quiet: no kfrun log lines");
@@ -116,7 +120,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("-strategy " + strategy + ": unknown");
     }
     const auto ports = kf::parse_port_range(port_range);
-    const auto cluster = kf::plan_cluster(hosts, np, ports);
+    const auto cluster =
+        kf::plan_cluster(hosts, np, ports, static_cast<std::uint16_t>(runner_port));
     const char* secret_env = std::getenv("KUNGFU_SECRET");
     const std::string secret = secret_env != nullptr ? secret_env : "";
     // -builtin-config-port: this runner serves the planned cluster and its workers are told so.

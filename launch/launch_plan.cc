@@ -93,9 +93,21 @@ PortRange parse_port_range(std::string_view text) {
   return r;
 }
 
+std::uint16_t runner_port_clear_of(std::uint16_t first, std::uint16_t last) {
+  if (kDefaultRunnerPort < first || kDefaultRunnerPort > last) return kDefaultRunnerPort;
+  return last < 65535 ? static_cast<std::uint16_t>(last + 1)
+                      : static_cast<std::uint16_t>(first - 1);
+}
+
 ClusterSpec plan_cluster(const std::vector<HostSlots>& hosts, int np, PortRange ports,
                          std::uint16_t runner_port) {
   if (np < 1) throw std::invalid_argument(fmt::format("-np {}: need at least 1", np));
+  if (runner_port == 0) {
+    runner_port = runner_port_clear_of(ports.begin, ports.end);
+  } else if (runner_port >= ports.begin && runner_port <= ports.end) {
+    throw std::invalid_argument(fmt::format("-runner-port {} is inside -port-range {}", runner_port,
+                                            format_port_range(ports)));
+  }
   std::vector<PeerID> workers;
   std::vector<PeerID> runners;
   // Every host gets a runner, also those the first np slots do not reach: an elastic job (-w)

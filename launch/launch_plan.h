@@ -30,9 +30,14 @@ struct PortRange {
 std::vector<HostSlots> parse_host_list(std::string_view text);     // "ip:slots,ip:slots"
 std::vector<HostSlots> parse_hostfile(std::string_view contents);  // lines "IP slots=N", # comments
 PortRange parse_port_range(std::string_view text);                 // "10000-11000"
+// The runners' port (they are named by it in a cluster; nothing listens on it) for workers on
+// ports [first, last]: kDefaultRunnerPort, or when that is one of them the port after the range
+// (before it when the range ends at 65535).
+std::uint16_t runner_port_clear_of(std::uint16_t first, std::uint16_t last);
 // The first np slots over the hosts in order; one runner per host, also on hosts with no worker.
+// `runner_port` 0: runner_port_clear_of(ports); a given one inside `ports` is an error.
 ClusterSpec plan_cluster(const std::vector<HostSlots>& hosts, int np, PortRange ports,
-                         std::uint16_t runner_port = kDefaultRunnerPort);
+                         std::uint16_t runner_port = 0);
 // The IPv4 address of a network interface ("eth0"); throws if it has none.
 std::string interface_ip(const std::string& nic);
 

@@ -1,5 +1,7 @@
 #include "launch/worker_env.h"
 
+#include "launch/launch_plan.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -121,10 +123,13 @@ WorkerConfig derived(const EnvMap& env, std::string source, const std::string& r
   }
   std::vector<PeerID> workers;
   std::vector<PeerID> runners;
+  const std::uint16_t runner_port =
+      runner_port_clear_of(static_cast<std::uint16_t>(base_port),
+                           static_cast<std::uint16_t>(base_port + local_size - 1));
   for (int r = 0; r < size; ++r) {
     const auto& host = hosts[static_cast<std::size_t>(r / local_size)];
     workers.push_back(PeerID{host, static_cast<std::uint16_t>(base_port + r % local_size)});
-    if (r % local_size == 0) runners.push_back(PeerID{host, kDefaultRunnerPort});
+    if (r % local_size == 0) runners.push_back(PeerID{host, runner_port});
   }
   c.cluster = ClusterSpec(0, std::move(runners), std::move(workers));
   c.rank = rank;

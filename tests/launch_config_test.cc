@@ -53,6 +53,25 @@ TEST(LaunchPlan, EveryRunnerDerivesTheSameCluster) {
   EXPECT_EQ(back.strategy, StrategyName::ring);
 }
 
+TEST(LaunchPlan, TheRunnerPortIsNeverAWorkersPort) {
+  EXPECT_EQ(runner_port_clear_of(10000, 11000), kDefaultRunnerPort);
+  EXPECT_EQ(runner_port_clear_of(38078, 38090), 38091);
+  EXPECT_EQ(runner_port_clear_of(38000, 65535), 37999);
+  // Worker ranges around 38080 plan valid clusters (ClusterSpec::problem() checks).
+  const auto c = plan_cluster({{"127.0.0.1", 4}}, 4, {38078, 38090});
+  EXPECT_EQ(c.runners().at(0).port, 38091);
+  EXPECT_EQ(plan_cluster({{"127.0.0.1", 2}}, 2, {20000, 20010}, 20011).runners().at(0).port, 20011);
+  EXPECT_THROW(plan_cluster({{"127.0.0.1", 2}}, 2, {38078, 38090}, 38080), std::invalid_argument);
+  // So do launchers' variables with ports around it.
+  const auto mpi = worker_config_from({{"OMPI_COMM_WORLD_RANK", "0"},
+                                       {"OMPI_COMM_WORLD_SIZE", "4"},
+                                       {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                                       {"KUNGFU_PORT_BASE", "38078"}});
+  EXPECT_EQ(mpi.cluster.problem(), std::nullopt);
+  EXPECT_EQ(mpi.cluster.runners().at(0).port, 38082);
+}
+
 TEST(LaunchPlan, NicGivesItsAddress) {
   EXPECT_EQ(interface_ip("lo"), "127.0.0.1");
   EXPECT_THROW(interface_ip("no-such-nic0"), std::invalid_argument);
