@@ -1,4 +1,5 @@
-"""Launching kungfu workers for the tests: under kfrun, or with a launcher's variables set by hand.
+"""Launching kungfu workers for the tests: under kfrun or Open MPI's mpirun, or with a launcher's
+variables set by hand.
 
 The tests run under Debian's /usr/bin/python3 with the built package on PYTHONPATH; ctest sets
 KFRUN (the kfrun binary) and KF_PYTHON_DIR (build/<flavour>/python).
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -90,6 +94,87 @@ def spawn_torchrun_style(np_: int, script: str, *args: str,
         procs.append(subprocess.Popen([PYTHON, str(WORKERS / script), *args], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     return procs
+
+
+def mpirun() -> str:
+    """The mpirun on PATH (Debian's openmpi-bin, which ./kf installs); skips the test without."""
+    m = shutil.which("mpirun")
+    if m is None:
+        pytest.skip("mpirun is not on PATH (Debian package openmpi-bin; ./kf setup installs it)")
+    return m
+
+
+def mpirun_command(np_: int, script: str, *args: str) -> list[str]:
+    """`mpirun -np N python3 workers/SCRIPT ARGS` as it works on one host in a container: as root
+    (--allow-run-as-root, only when root), more processes than cores (--oversubscribe), no
+    binding, only the self and TCP transports (the workers never call MPI_Init, but mpirun must
+    not probe shared-memory or InfiniBand transports a container lacks), and the environment
+    the workers need passed on with -x."""
+    cmd = [mpirun(), "-np", str(np_)]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,tcp",
+            "-x", "PYTHONPATH", "-x", "PYTHONUNBUFFERED", "-x", "KUNGFU_PORT_BASE"]
+    return cmd + [PYTHON, str(WORKERS / script), *args]
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILLs every process of session `sid` (a launcher started with start_new_session=True,
+    and the workers it started: mpirun puts each in a process group of its own, but they stay
+    in its session)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) == sid:
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def run_mpirun(np_: int, script: str, *args: str,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs mpirun_command(...) with a clean identity (worker_env, and none of an outer Open MPI
+    or PMIx job's variables) and KUNGFU_PORT_BASE set to a free range, so that parallel tests do
+    not meet; the result carries the port base as `.port_base`.
+
+    mpirun forwards its workers' output in chunks, which can split a line between ranks, so each
+    rank's output goes to a file of its own (--output-filename): the result's stdout is the
+    ranks' stdout in rank order, its stderr mpirun's own followed by each rank's. On timeout
+    mpirun is stopped (SIGTERM: it stops its workers), then anything left in its session is
+    killed, before subprocess.TimeoutExpired is raised, so nothing outlives the test."""
+    base = free_port_base(np_)
+    env = worker_env({"KUNGFU_PORT_BASE": str(base)})
+    for k in list(env):
+        if k.startswith(("OMPI_", "PMIX_", "PRTE_")):
+            del env[k]
+    with tempfile.TemporaryDirectory(prefix="kf-mpirun-") as outdir:
+        cmd = mpirun_command(np_, script, *args)
+        cmd[1:1] = ["--output-filename", outdir]
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True) as proc:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGTERM)  # mpirun stops its workers, then exits
+                try:
+                    out, err = proc.communicate(timeout=10)
+                except subprocess.TimeoutExpired:
+                    kill_session(proc.pid)
+                    out, err = proc.communicate()
+                kill_session(proc.pid)  # any worker that outlived mpirun
+                raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
+        ranks = sorted(Path(outdir).glob("*/rank.*"), key=lambda d: int(d.name.split(".")[1]))
+        stdout = "".join((d / "stdout").read_text() for d in ranks if (d / "stdout").exists())
+        for d in ranks:
+            text = (d / "stderr").read_text() if (d / "stderr").exists() else ""
+            if text:
+                err += f"--- {d.name} stderr\n{text}"
+    if not ranks:  # mpirun failed before starting any worker: its own report
+        stdout = out
+    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, err)
+    result.port_base = base  # type: ignore[attr-defined]
+    return result
 
 
 def check_ok(result: subprocess.CompletedProcess) -> None:
