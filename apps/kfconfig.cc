@@ -1,7 +1,10 @@
 // kfconfig: the standalone elastic config server (KungFu's kungfu-config-server), for jobs whose
 // runners are started with -config-server URL. Serves one ClusterSpec on /config until SIGINT or
 // SIGTERM.
-//   kfconfig -port 9100 [-addr 0.0.0.0] [-init cluster.json] [-token-env KUNGFU_SECRET] [-v]
+//   kfconfig -port 9100 [-addr 0.0.0.0] [-init cluster.json] [-token-env NAME] [-insecure] [-v]
+// Closed by default: it listens on loopback unless given an address, takes KUNGFU_SECRET (or
+// the variable -token-env names) as its bearer token whenever set, and refuses to serve another
+// address without a token unless told -insecure.
 #include <fmt/format.h>
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -38,16 +41,20 @@ kf::ClusterSpec read_init(const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app{"kfconfig: the elastic config server (REST /config holding one cluster)"};
   int port = 9100;
-  std::string addr = "0.0.0.0", init, token_env;
-  bool verbose = false;
+  std::string addr = "127.0.0.1", init, token_env = "KUNGFU_SECRET";
+  bool verbose = false, insecure = false;
   app.add_option("--port", port, "port to serve on (0: any free port)")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--addr", addr, "address to listen on");
+  app.add_option("--addr", addr, "address to listen on (default loopback; 0.0.0.0: every one)");
   app.add_option("--init", init, "initial cluster, a JSON file of kf.proto.ClusterSpec");
   app.add_option("--token-env", token_env,
-                 "require 'Authorization: Bearer $NAME' on every request (e.g. KUNGFU_SECRET)");
+                 "require 'Authorization: Bearer $NAME' on every request when NAME is set "
+                 "(default KUNGFU_SECRET); naming another variable makes it required");
+  app.add_flag("--insecure", insecure,
+               "serve an address other than loopback without a token (anyone who reaches it "
+               "can resize or end the job)");
   app.add_flag("--v", verbose, "log every request to stderr");
-  auto args = kf::go_style_args(argc, argv, {"v"}, false);
+  auto args = kf::go_style_args(argc, argv, {"v", "insecure"}, false);
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
@@ -57,12 +64,23 @@ int main(int argc, char** argv) {
       .addr = addr, .port = static_cast<std::uint16_t>(port), .verbose = verbose};
   try {
     if (!init.empty()) options.initial = read_init(init);
-    if (!token_env.empty()) {
-      const char* token = std::getenv(token_env.c_str());
-      if (token == nullptr || *token == '\0') {
-        throw std::invalid_argument(fmt::format("-token-env {}: variable is not set", token_env));
-      }
+    const char* token = token_env.empty() ? nullptr : std::getenv(token_env.c_str());
+    if (token != nullptr && *token != '\0') {
       options.token = token;
+    } else if (app.count("--token-env") > 0) {
+      throw std::invalid_argument(fmt::format("-token-env {}: variable is not set", token_env));
+    }
+    if (options.token.empty() && !kf::is_loopback_address(addr)) {
+      if (!insecure) {
+        throw std::invalid_argument(fmt::format(
+            "-addr {} without a token: set KUNGFU_SECRET (or -token-env NAME) so that only the "
+            "job can change its cluster, or pass -insecure to serve it unauthenticated",
+            addr));
+      }
+      std::fprintf(stderr,
+                   "kfconfig: WARNING: serving %s without a token (-insecure): anyone who "
+                   "reaches it can resize or end the job\n",
+                   addr.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kfconfig: %s\n", e.what());

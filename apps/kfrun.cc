@@ -122,13 +122,27 @@ int main(int argc, char** argv) {
     const auto ports = kf::parse_port_range(port_range);
     const auto cluster =
         kf::plan_cluster(hosts, np, ports, static_cast<std::uint16_t>(runner_port));
+    // Every job is authenticated: with no KUNGFU_SECRET, a job on this host alone gets a fresh
+    // secret, handed to its workers through the environment (never on a command line). Runners
+    // on several hosts cannot share one they each made: there the user sets it on every host.
     const char* secret_env = std::getenv("KUNGFU_SECRET");
-    const std::string secret = secret_env != nullptr ? secret_env : "";
+    std::string secret = secret_env != nullptr ? secret_env : "";
+    if (secret.empty()) {
+      if (hosts.size() == 1) {
+        secret = kf::random_secret();
+        ::setenv("KUNGFU_SECRET", secret.c_str(), 1);
+      } else if (!quiet) {
+        std::fprintf(stderr,
+                     "[kfrun] WARNING: no KUNGFU_SECRET: the workers%s accept anyone who reaches "
+                     "them; set the same KUNGFU_SECRET on every host\n",
+                     builtin_config_port != 0 ? " and the config server" : "");
+      }
+    }
     // -builtin-config-port: this runner serves the planned cluster and its workers are told so.
     std::optional<kf::ConfigServer> builtin_server;
     if (builtin_config_port != 0) {
       builtin_server.emplace(
-          kf::ConfigServerOptions{.addr = "0.0.0.0",
+          kf::ConfigServerOptions{.addr = self,  // the address the workers are given
                                   .port = static_cast<std::uint16_t>(builtin_config_port),
                                   .token = secret,
                                   .initial = cluster});

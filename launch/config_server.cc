@@ -38,7 +38,47 @@ void fail(httplib::Response& res, int status, const std::string& reason) {
   res.set_content(reason + "\n", kText);
 }
 
+std::string reason_line(const std::string& body) {
+  std::string r = body.substr(0, 200);
+  while (!r.empty() && (r.back() == '\n' || r.back() == ' '))
+    r.pop_back();
+  return r;
+}
+
+// At most kPerSecond lines a second to stderr; the count of those left out follows in the next
+// second that logs (a flood of bad requests must not flood the log).
+class RateLimitedLog {
+ public:
+  static constexpr int kPerSecond = 10;
+  void log(const std::string& line) {
+    std::lock_guard lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      if (dropped_ > 0)
+        std::fprintf(stderr, "[kfconfig] (%d more refused requests not shown)\n", dropped_);
+      window_ = now;
+      in_window_ = 0;
+      dropped_ = 0;
+    }
+    if (++in_window_ > kPerSecond) {
+      ++dropped_;
+      return;
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point window_{};
+  int in_window_ = 0;
+  int dropped_ = 0;
+};
+
 }  // namespace
+
+bool is_loopback_address(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.starts_with("127.");
+}
 
 struct ConfigServer::Impl {
   ConfigServerOptions options;
@@ -48,6 +88,8 @@ struct ConfigServer::Impl {
   std::atomic<bool> finished{false};
   int port = 0;
   std::mutex stop_mu;
+
+  RateLimitedLog refusals;
 
   mutable std::mutex mu;
   std::optional<ClusterSpec> spec;
@@ -101,7 +143,12 @@ struct ConfigServer::Impl {
     ClusterSpec next;
     if (auto reason = parse_spec(req.body, next)) return fail(res, 400, *reason);
     std::lock_guard lock(mu);
-    history.clear();  // a reset starts a new history
+    if (spec && next.version() < spec->version()) {
+      return fail(res, 409,
+                  fmt::format("version {} is older than the stored {}: the cluster version only "
+                              "moves forward (DELETE first to start a new job)",
+                              next.version(), spec->version()));
+    }
     store(next);
     res.set_content(cluster_to_json(*spec), kJson);
   }
@@ -109,6 +156,7 @@ struct ConfigServer::Impl {
   void clear(httplib::Response& res) {
     std::lock_guard lock(mu);
     spec.reset();
+    history.clear();  // the next POST starts a new history
     res.set_content("cleared\n", kText);
   }
 
@@ -129,14 +177,19 @@ struct ConfigServer::Impl {
     http.Post("/config",
               [this](const httplib::Request& req, httplib::Response& res) { reset(req, res); });
     http.Delete("/config", [this](const httplib::Request&, httplib::Response& res) { clear(res); });
-    if (options.verbose) {
-      http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-        std::fprintf(stderr, "%s",
-                     fmt::format("[kfconfig] {}:{} {} {} -> {} ({} bytes)\n", req.remote_addr,
-                                 req.remote_port, req.method, req.path, res.status, res.body.size())
-                         .c_str());
-      });
-    }
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      const bool refused = res.status >= 400;
+      if (!options.verbose && !refused) return;
+      const std::string line = fmt::format(
+          "[kfconfig] {}:{} {} {} -> {}{}", req.remote_addr, req.remote_port, req.method, req.path,
+          res.status,
+          refused ? ": " + reason_line(res.body) : fmt::format(" ({} bytes)", res.body.size()));
+      if (refused) {
+        refusals.log(line);
+      } else {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+    });
   }
 };
 

@@ -3,6 +3,11 @@
 #include "launch/launch_plan.h"
 
 #include <fmt/format.h>
+#include <sys/random.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
 
 #include <charconv>
 #include <stdexcept>
@@ -176,6 +181,23 @@ EnvMap current_environment() {
     env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
   }
   return env;
+}
+
+std::string random_secret() {
+  std::array<unsigned char, 16> bytes{};
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("getrandom: {}", std::strerror(errno)));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  std::string hex;
+  for (const unsigned char b : bytes)
+    hex += fmt::format("{:02x}", b);
+  return hex;
 }
 
 }  // namespace kf

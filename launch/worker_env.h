@@ -38,4 +38,7 @@ EnvMap current_environment();
 
 inline constexpr std::uint16_t kDefaultRunnerPort = 38080;
 
+// A fresh job secret for KUNGFU_SECRET: 32 hex digits from the kernel's random source.
+std::string random_secret();
+
 }  // namespace kf

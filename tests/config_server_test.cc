@@ -128,10 +128,11 @@ TEST_F(ConfigServerTest, PastVersionsAreKeptForRunnersThatPolledPastThem) {
   EXPECT_EQ(client.get_version(3), two_hosts(3));
   EXPECT_EQ(client.get_version(4), std::nullopt);
   EXPECT_EQ(raw_http(server.port(), "GET", "/config?version=x2").status, 400);
-  // A reset starts a new history.
   client.reset(two_hosts(10));
-  EXPECT_EQ(client.get_version(2), std::nullopt);
   EXPECT_EQ(client.get_version(10), two_hosts(10));
+  // DELETE starts a new history.
+  client.clear();
+  EXPECT_EQ(client.get_version(2), std::nullopt);
 }
 
 TEST_F(ConfigServerTest, BothUrlFormsWork) {
@@ -181,7 +182,19 @@ TEST_F(ConfigServerTest, PostResetsAsGiven) {
   EXPECT_EQ(client.reset(two_hosts(7)), two_hosts(7));
   EXPECT_EQ(client.get(), two_hosts(7));
   EXPECT_EQ(client.put(two_hosts()).version(), 8u);
+  // The version only moves forward: a reset to an older one is refused, the stored one kept.
+  expect_error([&] { client.reset(two_hosts(0)); }, {"HTTP 409", "older than the stored 8"});
+  EXPECT_EQ(client.get(), two_hosts(8));
+  EXPECT_EQ(client.reset(two_hosts(8)).version(), 8u);
+  // DELETE ends the job's history: the next one may start from 0.
+  client.clear();
   EXPECT_EQ(client.reset(two_hosts(0)).version(), 0u);
+}
+
+TEST_F(ConfigServerTest, OversizedBodiesAre413) {
+  const std::string huge(2 << 20, ' ');
+  EXPECT_EQ(raw_http(server.port(), "PUT", "/config", huge).status, 413);
+  EXPECT_EQ(client.get(), std::nullopt);
 }
 
 TEST_F(ConfigServerTest, DeleteClears) {
@@ -412,6 +425,38 @@ TEST_F(Kfconfig, TokenFromTheEnvironment) {
   ::close(child.err);
 }
 
+TEST_F(Kfconfig, ClosedByDefault) {
+  // Another address than loopback without a token: refused before serving.
+  auto open = spawn({KFCONFIG, "-port", "0", "-addr", "0.0.0.0"});
+  ASSERT_GT(open.pid, 0);
+  const auto why = read_until(open.err, "\n", 10s);
+  EXPECT_EQ(wait_exit(open.pid, 10s), 2) << why;
+  EXPECT_NE(why.find("without a token"), std::string::npos) << why;
+  ::close(open.err);
+  // KUNGFU_SECRET is the token whenever it is set.
+  auto secured = spawn({KFCONFIG, "-port", "0", "-addr", "0.0.0.0"}, {"KUNGFU_SECRET=s3cret"});
+  ASSERT_GT(secured.pid, 0);
+  const auto log = read_until(secured.err, "/config", 10s);
+  const auto port = served_port(log);
+  ASSERT_NE(port, 0) << log;
+  expect_error([&] { ConfigClient(url_of(port), "", 3s).put(two_hosts()); }, {"HTTP 401"});
+  EXPECT_EQ(ConfigClient(url_of(port), "s3cret", 3s).get(), std::nullopt);
+  // Refusals are logged without -v.
+  const auto refusal = read_until(secured.err, "401", 5s);
+  EXPECT_NE(refusal.find("PUT /config -> 401"), std::string::npos) << refusal;
+  ::kill(secured.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(secured.pid, 10s), 0);
+  ::close(secured.err);
+  // -insecure serves it open, saying so.
+  auto insecure = spawn({KFCONFIG, "-port", "0", "-addr", "0.0.0.0", "-insecure"});
+  ASSERT_GT(insecure.pid, 0);
+  const auto warned = read_until(insecure.err, "/config", 10s);
+  EXPECT_NE(warned.find("WARNING"), std::string::npos) << warned;
+  ::kill(insecure.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(insecure.pid, 10s), 0);
+  ::close(insecure.err);
+}
+
 TEST_F(Kfconfig, BadInitExits2NamingTheFile) {
   const ClusterSpec duplicate(0, {{"10.0.0.1", 38080}}, {{"10.0.0.1", 10000}, {"10.0.0.1", 10000}});
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -443,8 +488,11 @@ TEST(KfrunBuiltinConfig, WorkersGetTheUrlAndTheServerAnswers) {
   ::close(fd);
   // The worker prints its KUNGFU_CONFIG_SERVER and GETs it with bash's /dev/tcp.
   const std::string script = fmt::format(
-      "echo url=$KUNGFU_CONFIG_SERVER; exec 3<>/dev/tcp/127.0.0.1/{}; "
-      "printf 'GET /config HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3",
+      "echo url=$KUNGFU_CONFIG_SERVER secret_length=${{#KUNGFU_SECRET}}; "
+      "exec 3<>/dev/tcp/127.0.0.1/{}; "
+      "printf 'GET /config HTTP/1.0\\r\\nAuthorization: Bearer %s\\r\\n\\r\\n' \"$KUNGFU_SECRET\" "
+      ">&3; "
+      "cat <&3",
       port);
   const auto base = 20000 + ::getpid() % 20000;
   auto child = spawn({KFRUN, "-np", "1", "-port-range", fmt::format("{}-{}", base, base + 10),
@@ -456,6 +504,8 @@ TEST(KfrunBuiltinConfig, WorkersGetTheUrlAndTheServerAnswers) {
   EXPECT_NE(out.find(fmt::format("url=http://127.0.0.1:{}/config", port)), std::string::npos)
       << out;
   EXPECT_NE(out.find("200 OK"), std::string::npos) << out;
+  // No KUNGFU_SECRET given: a job on one host gets a fresh one, the server's token.
+  EXPECT_NE(out.find("secret_length=32"), std::string::npos) << out;
   EXPECT_NE(out.find(fmt::format("\"port\":{}", base)), std::string::npos) << out;
   EXPECT_EQ(out.find("builtin-config-port are accepted"), std::string::npos) << out;
 }
