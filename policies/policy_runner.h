@@ -3,11 +3,20 @@
 // allreduce, (2) lets each policy decide from the identical sums, (3) checks by consensus that
 // every worker decided the same actions, and hands them to the trainer to apply before the next
 // step. Actions from several policies are applied in stack order.
+//
+// The round is also available in phases, for a caller that runs the two collectives itself on a
+// thread of its own (the Python bindings, which must never run a Python policy on the engine's
+// loop): contributions(), their sum over the cluster by an allreduce of f64 named sums_name(step),
+// decide() on the sums, then a consensus on encode(outcome.actions) named agreement_name(step),
+// and disagreement() as the error when it fails. after_step is exactly these phases on an engine.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "policies/policy.h"
@@ -19,6 +28,7 @@ namespace kf {
 struct PolicyOutcome {
   std::vector<Action> actions;
   std::vector<double> sums;  // every policy's summed contributions, concatenated (for records)
+  std::vector<std::size_t> asked_by;  // per action: the index in the stack of the policy that asked
 };
 
 class PolicyRunner {
@@ -41,12 +51,27 @@ class PolicyRunner {
   void after_step(Engine& engine, const StepMetrics& local, const TrainingState& state,
                   std::function<void(Status, PolicyOutcome)> done);
 
+  // Phase 1: every policy's contribution, concatenated in stack order. Remembers each policy's
+  // share of the vector for the decide() that follows.
+  std::vector<double> contributions(const StepMetrics& local, const TrainingState& state);
+  // Phase 2: every policy decides, in stack order, from `sums`: the vectors contributions()
+  // returned on every worker, summed (the same layout). Throws std::logic_error when `sums` does
+  // not have that layout (no contributions() before it, or a different size).
+  PolicyOutcome decide(const StepMetrics& local, std::span<const double> sums,
+                       const TrainingState& state);
+  // The collectives' names: they carry the step, so consecutive rounds never meet.
+  static std::string sums_name(std::int64_t step);
+  static std::string agreement_name(std::int64_t step);
+  // The error of a round whose consensus found the workers' actions different.
+  static Status disagreement(int rank, const std::vector<Action>& actions);
+
   // Every policy's history, flattened (count, then length + values per policy).
   std::vector<double> save_state() const;
   void load_state(std::span<const double> state);
 
  private:
   std::vector<std::unique_ptr<Policy>> policies_;
+  std::vector<std::size_t> lengths_;  // each policy's share of the last contributions()
 };
 
 }  // namespace kf

@@ -342,6 +342,72 @@ TEST(PolicyRunner, DifferentDecisionsAreAnErrorNotASilentSplit) {
   }
 }
 
+// The phases a caller runs the collectives around (the Python bindings): contributions() per
+// worker, their sum, decide() per worker. They give what the engine round gives, with each
+// action's policy, whatever the local metrics.
+TEST(PolicyRunner, PhasesDecideFromTheSumsAsTheRoundDoes) {
+  const auto stack = [] {
+    std::vector<std::unique_ptr<Policy>> p;
+    p.push_back(std::make_unique<RankPolicy>(true));
+    p.push_back(std::make_unique<AdaptiveBatchSize>(
+        AdaptiveBatchSizeOptions{.interval = 1, .min_batch = 1, .max_batch = 4096}));
+    return PolicyRunner(std::move(p));
+  };
+  std::vector<PolicyRunner> runners;
+  std::vector<double> sums;
+  for (int r = 0; r < 4; ++r) {
+    runners.push_back(stack());
+    TrainingState s = state_of(3, 4);
+    s.rank = r;
+    s.batch_per_worker = 32;
+    s.learning_rate = 0.1;
+    runners.back().before_train(s);
+    StepMetrics m;
+    m.values["gns"] = 100.0 * (r + 1);  // every worker its own estimate
+    const auto mine = runners.back().contributions(m, s);
+    ASSERT_EQ(mine, (std::vector<double>{static_cast<double>(r), 100.0 * (r + 1), 1.0}));
+    sums.resize(mine.size());
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      sums[i] += mine[i];
+  }
+  for (int r = 0; r < 4; ++r) {
+    TrainingState s = state_of(3, 4);
+    s.rank = r;
+    s.batch_per_worker = 32;
+    s.learning_rate = 0.1;
+    StepMetrics m;
+    m.values["gns"] = -1.0;  // local metrics play no part in the decision
+    const PolicyOutcome o = runners[static_cast<std::size_t>(r)].decide(m, sums, s);
+    EXPECT_EQ(o.sums, sums);
+    // Rank policy: batch = 0+1+2+3; adaptive_batch_size: mean noise scale 250 over 4 workers.
+    ASSERT_EQ(o.actions.size(), 3u);
+    EXPECT_EQ(describe(o.actions[0]), "batch 6");
+    EXPECT_EQ(describe(o.actions[1]), "batch 63");
+    EXPECT_DOUBLE_EQ(std::get<SetLearningRate>(o.actions[2]).value, 0.1 * 63 / 32);
+    EXPECT_EQ(o.asked_by, (std::vector<std::size_t>{0, 1, 1}));
+    EXPECT_EQ(encode(o.actions), encode(runners[0].decide(m, sums, s).actions));
+  }
+  EXPECT_EQ(PolicyRunner::sums_name(7), "kf.policy/7");
+  EXPECT_EQ(PolicyRunner::agreement_name(7), "kf.policy.agree/7");
+  const Status s = PolicyRunner::disagreement(2, {SetBatchSize{.per_worker = 2}});
+  EXPECT_EQ(s.code(), ErrorCode::protocol);
+  EXPECT_NE(s.message().find("rank 2 decided batch 2"), std::string::npos);
+}
+
+TEST(PolicyRunner, DecideNeedsTheLayoutOfContributions) {
+  std::vector<std::unique_ptr<Policy>> p;
+  p.push_back(std::make_unique<RankPolicy>(true));
+  PolicyRunner runner(std::move(p));
+  const std::vector<double> one{1.0}, two{1.0, 2.0};
+  EXPECT_THROW(runner.decide({}, one, state_of(0, 2)), std::logic_error);  // no contributions()
+  runner.contributions({}, state_of(0, 2));
+  EXPECT_THROW(runner.decide({}, two, state_of(0, 2)), std::logic_error);
+  EXPECT_EQ(runner.decide({}, one, state_of(0, 2)).actions.size(), 1u);
+  PolicyRunner none;
+  EXPECT_TRUE(none.contributions({}, state_of(0, 2)).empty());
+  EXPECT_TRUE(none.decide({}, {}, state_of(0, 2)).actions.empty());
+}
+
 // ---- monitoring, latency probes, cluster versions ----
 
 TEST(Monitor, StepMetricsFromCollectivesAndTheEngineCounters) {

@@ -11,8 +11,10 @@ Horovod's name) averages gradients with named allreduces started from gradient h
 communication overlaps the backward pass; SynchronousAveragingOptimizer (SMA) averages models;
 AdaptiveSGDOptimizer runs SMA, then S-SGD from a step on; PairAveragingOptimizer (AD-PSGD)
 averages with one random peer's model through the peer-to-peer store. Monitors: GradientNoiseScale and
-GradientVariance, on the runtime's estimators. Importing it registers the torch.distributed
-backend "kungfu" (kungfu.torch.distributed).
+GradientVariance, on the runtime's estimators. Policies: PolicyRunner runs the C++ policies by name
+(adaptive_batch_size, adaptive_strategy, elastic_provisioning, scheduled_resize) and BasePolicy
+subclasses through the agreement round of kfsim and kftrain (kungfu.torch.policies). Importing it
+registers the torch.distributed backend "kungfu" (kungfu.torch.distributed).
 """
 
 from kungfu.torch import distributed as _distributed
@@ -21,11 +23,16 @@ from kungfu.torch.ops import broadcast_object, broadcast_optimizer_state, broadc
 from kungfu.torch.optimizers import (AdaptiveSGDOptimizer, DistributedOptimizer,
                                      PairAveragingOptimizer, SynchronousAveragingOptimizer,
                                      SynchronousSGDOptimizer)
+from kungfu.torch.policies import (BasePolicy, PolicyRunner, Resize, SetBatchSize,
+                                   SetLearningRate, StepMetrics, StopTraining, SwitchStrategy,
+                                   TrainingState)
 
 __all__ = [
     "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object",
     "SynchronousSGDOptimizer", "DistributedOptimizer", "SynchronousAveragingOptimizer",
     "AdaptiveSGDOptimizer", "PairAveragingOptimizer", "GradientNoiseScale", "GradientVariance",
+    "PolicyRunner", "BasePolicy", "TrainingState", "StepMetrics", "SwitchStrategy", "Resize",
+    "SetBatchSize", "SetLearningRate", "StopTraining",
 ]
 
 _distributed.register()  # torch.distributed.init_process_group("kungfu")
