@@ -7,6 +7,7 @@
 
 #include "real/epoll_loop.h"
 #include "runtime/collectives.h"
+#include "topology/forest.h"
 
 namespace kf {
 
@@ -23,6 +24,7 @@ struct Peer::Impl {
   std::unique_ptr<Engine> engine;              // loop thread only
   std::uint64_t serial = 0;                    // automatic names, caller side
   bool joining = false;
+  StrategyName configured = StrategyName::automatic;  // at construction: what joiners start on
 
   mutable std::mutex config_mutex;
   WorkerConfig config;  // the current cluster and this worker's rank in it
@@ -81,6 +83,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
     if (const char* s = std::getenv("KUNGFU_SECRET")) p.options.transport.secret = s;
   }
   if (p.config.strategy) p.options.engine.strategy = *p.config.strategy;
+  p.configured = p.options.engine.strategy;
   try {
     p.loop.call([&] {
       Transport* transport = nullptr;
@@ -176,6 +179,27 @@ void Peer::set_strategy(StrategyName strategy) {
   });
 }
 
+Status Peer::set_strategy_forest(std::vector<int> forest, std::string label) {
+  Impl& p = *impl_;
+  const int n = size();
+  if (static_cast<int>(forest.size()) != n) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("set_strategy_forest: a forest of {} ranks for a cluster of {}",
+                              forest.size(), n));
+  }
+  Strategy strategy;
+  try {
+    strategy = strategy_from_forest(forest);
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::invalid_argument, fmt::format("set_strategy_forest: {}", e.what()));
+  }
+  strategy.name = std::move(label);
+  p.loop.post([&p, strategy = std::move(strategy)]() mutable {
+    if (p.engine) p.engine->set_strategy(std::move(strategy));
+  });
+  return {};
+}
+
 ResizeResult Peer::Impl::resize(
     const char* what, std::function<void(Engine&, Membership&, ClusterCallback)> protocol) {
   if (!membership && !options.elastic) {
@@ -220,6 +244,7 @@ void Peer::Impl::adopt(ClusterSpec next, std::function<void(ResizeResult)> done)
   // Peers that switched first may have sent to this worker already: keep those messages.
   auto early = engine->take_newer_messages();
   engine.reset();
+  options.engine.strategy = configured;  // the strategy the new cluster's joiners start on
   membership->reconnect(next, *rank,
                         [this, next, rank = *rank, early = std::move(early),
                          done = std::move(done)](Transport& transport) mutable {

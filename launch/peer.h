@@ -98,8 +98,13 @@ class Peer {
   bool joining() const;
 
   // The strategy of collectives started after this call (agreeing on it is the caller's
-  // business); kept across resizes.
+  // business); a resize goes back to the constructed one.
   void set_strategy(StrategyName strategy);
+  // A spanning forest over this cluster's ranks (forest[i] = parent of i, a root its own parent;
+  // what adaptive_strategy's STAR@r and MST switches produce), named `label` in records. Only
+  // for the current cluster: a resize goes back to the last named strategy. invalid_argument
+  // when the forest does not span the cluster.
+  Status set_strategy_forest(std::vector<int> forest, std::string label);
 
   // Elastic resizes (KungFu's protocol, runtime/membership.h); every worker of the cluster calls
   // the same one at the same point, with no other call pending, and blocks until its new engine
@@ -107,7 +112,8 @@ class Peer {
   // start or stop workers), all adopt the stored cluster. resize_from_config_server(): all adopt
   // what the config server holds, when newer (a proposal made by propose_new_size or an
   // operator). propose_new_size(n): store the proposal for n workers only, from any one worker.
-  // A worker not elastic gets invalid_argument.
+  // After a change the peer is back on the strategy it was constructed with (the launcher's),
+  // which is what joining workers start on. A worker not elastic gets invalid_argument.
   ResizeResult resize(int workers);
   ResizeResult resize_from_config_server();
   Status propose_new_size(int workers);

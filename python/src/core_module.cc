@@ -326,6 +326,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("local_size", [] { return session().local_size(); });
   m.def("strategy", [] { return session().strategy(); });
   m.def(
+      "named_strategy", [] { return session().named_strategy(); },
+      "The named strategy in use, or the one a forest switch replaced.");
+  m.def(
       "set_strategy",
       [](const std::string& name) {
         const auto s = kf::parse_strategy_name(name);
@@ -333,6 +336,18 @@ PYBIND11_MODULE(_core, m) {
         session().set_strategy(*s);
       },
       py::arg("name"));
+  m.def(
+      "set_strategy_forest",
+      [](std::vector<int> forest, std::string label) {
+        const kf::Status s = session().set_strategy_forest(std::move(forest), std::move(label));
+        if (!s.ok()) raise(s);
+      },
+      py::arg("forest"), py::arg("label"),
+      "This worker's collectives go over a spanning tree of the current cluster (forest[i] = "
+      "parent of i); agreeing on it is the caller's business.");
+  m.def(
+      "host_of", [] { return session().host_of(); },
+      "The host index of every rank, hosts numbered by first appearance.");
   m.def(
       "resize",
       [](std::optional<int> workers) {

@@ -60,6 +60,7 @@ Session::Session(const SessionOptions& options)
   }
   // An explicit strategy wins over the launcher's (Peer took KUNGFU_ALLREDUCE_STRATEGY).
   strategy_ = options.strategy.value_or(peer_->config().strategy.value_or(StrategyName::automatic));
+  configured_ = strategy_;
   if (options.strategy) peer_->set_strategy(*options.strategy);
 }
 
@@ -105,13 +106,32 @@ int Session::local_size() const {
 
 std::string Session::strategy() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return forest_label_.empty() ? std::string(strategy_name(strategy_)) : forest_label_;
+}
+
+std::string Session::named_strategy() const {
+  std::lock_guard<std::mutex> lock(mu_);
   return std::string(strategy_name(strategy_));
+}
+
+Status Session::set_strategy_forest(std::vector<int> forest, std::string label) {
+  Status s = peer_->set_strategy_forest(std::move(forest), label);
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    forest_label_ = std::move(label);
+  }
+  return s;
+}
+
+std::vector<int> Session::host_of() const {
+  return peer_->cluster().host_of();
 }
 
 void Session::set_strategy(StrategyName strategy) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     strategy_ = strategy;
+    forest_label_.clear();
   }
   peer_->set_strategy(strategy);
 }
@@ -119,7 +139,14 @@ void Session::set_strategy(StrategyName strategy) {
 Session::Resized Session::resize(std::optional<int> workers) {
   const ResizeResult r = workers ? peer_->resize(*workers) : peer_->resize_from_config_server();
   std::lock_guard<std::mutex> lock(mu_);
-  if (r.changed) serial_ = 0;
+  if (r.changed && !r.detached) {
+    // Back on init's strategy, as joining workers start (their script's init is the same), ahead
+    // of any collective of the new cluster.
+    serial_ = 0;
+    strategy_ = configured_;
+    forest_label_.clear();
+    peer_->set_strategy(configured_);
+  }
   if (r.detached) detached_ = true;
   return {.status = r.status, .changed = r.changed, .detached = r.detached};
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "python/src/operation.h"
 #include "runtime/buffer.h"
@@ -50,8 +51,14 @@ class Session {
   int local_rank() const;
   int local_size() const;
   std::string strategy() const;
+  // The named strategy in use, or the one a forest replaced (what a resize goes back to).
+  std::string named_strategy() const;
   // Collectives started after this call use `strategy` (agreeing on it is the caller's business).
   void set_strategy(StrategyName strategy);
+  // A forest over the current cluster's ranks, called `label` by strategy() (kf::Peer's).
+  Status set_strategy_forest(std::vector<int> forest, std::string label);
+  // The host index of every rank, hosts numbered by first appearance.
+  std::vector<int> host_of() const;
   const std::shared_ptr<CompletionQueue>& completions() const { return completions_; }
 
   // Elastic resizes (kf::Peer::resize, or resize_from_config_server when `workers` is unset):
@@ -110,6 +117,8 @@ class Session {
   std::unique_ptr<GpuContext> gpu_;  // used on the loop only, once opened
   int gpu_device_ = -1;
   StrategyName strategy_ = StrategyName::automatic;
+  StrategyName configured_ = StrategyName::automatic;  // init's: what a resize goes back to
+  std::string forest_label_;                           // set while a forest is the strategy
   std::shared_ptr<CompletionQueue> completions_;
   mutable std::mutex mu_;
   std::uint64_t serial_ = 0;

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 import torch
 
 import kungfu
+from kungfu import _core
 from kungfu.torch.ops import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 
 __all__ = ["State", "run", "ElasticSampler", "ClusterResized", "WorkerDetached"]
@@ -66,6 +67,7 @@ class State:
         object.__setattr__(self, "_objects", [])
         object.__setattr__(self, "_reset_callbacks", [])
         object.__setattr__(self, "_syncs", 0)
+        object.__setattr__(self, "_strategy_before_resize", None)
 
     def __getattr__(self, name: str) -> Any:
         progress = self.__dict__.get("_progress", {})
@@ -98,8 +100,16 @@ class State:
         self._reset_callbacks.extend(callbacks)
 
     def sync(self) -> None:
-        """Every worker takes rank 0's model, optimizer state, progress and registered objects.
+        """Every worker takes rank 0's model, optimizer state, progress, collective strategy and
+        registered objects.
         A collective: every worker of the cluster calls it, joiners included."""
+        # A resize puts every worker on init's strategy (joiners start on it); rank 0's choice
+        # from before the resize comes back first, so that the rest runs on it.
+        wanted = self._strategy_before_resize or _core.named_strategy()
+        strategy = broadcast_object(wanted, 0, name="kungfu.elastic/strategy")
+        if strategy != _core.named_strategy():
+            _core.set_strategy(strategy)
+        object.__setattr__(self, "_strategy_before_resize", None)
         progress = broadcast_object(self._progress, 0, name="kungfu.elastic/progress")
         self._progress.clear()
         self._progress.update(progress)
@@ -116,11 +126,13 @@ class State:
         """Every worker, at the same point: resizes the cluster to `n` workers (or adopts the
         config server's proposal when None). Returns False when nothing changed; otherwise raises
         ClusterResized (or WorkerDetached on a worker that left), which run() handles."""
+        object.__setattr__(self, "_strategy_before_resize", _core.named_strategy())
         changed, detached = kungfu.resize(n)
         if detached:
             raise WorkerDetached()
         if changed:
             raise ClusterResized()
+        object.__setattr__(self, "_strategy_before_resize", None)
         return False
 
     def _reset(self) -> None:

@@ -157,7 +157,7 @@ class PolicyRunner:
         s = TrainingState()
         s.step, s.epoch, s.total_steps = int(step), int(epoch), int(total_steps)
         s.batch_per_worker, s.learning_rate = int(batch_size), float(learning_rate)
-        s.configured_strategy = kungfu.strategy()
+        s.configured_strategy = _core.named_strategy()
         s.strategy = kungfu.strategy()
         self._state = s
         self._max_cluster_size = max_cluster_size
@@ -342,9 +342,7 @@ class PolicyRunner:
         s.rank, s.cluster_size = kungfu.rank(), kungfu.size()
         s.max_cluster_size = (self._max_cluster_size if self._max_cluster_size is not None
                               else _max_cluster_size())
-        # The host of every rank is not known to Python; one host for all (it only shapes the
-        # forests adaptive_strategy builds, which this runtime cannot switch to).
-        s.host_of = [0] * s.cluster_size
+        s.host_of = list(_core.host_of())
 
     def _set_batch_size(self, n: int) -> None:
         self._state.batch_per_worker = n
@@ -368,13 +366,10 @@ class PolicyRunner:
                 resize_to = (action.workers, who)
                 continue
             if isinstance(action, SwitchStrategy):
-                if action.name is None:
-                    raise NotImplementedError(
-                        f"kungfu.torch.PolicyRunner: policy {who} asked to switch to "
-                        f"{action.label} (a forest: {list(action.forest)}), but the Python "
-                        "runtime switches only to named strategies; give the policy a named "
-                        "alternative (e.g. adaptive_strategy:alternative=RING_RS_AG)")
-                kungfu.set_strategy(action.name)
+                if action.name is None:  # a spanning tree over this cluster: STAR@r, MST
+                    _core.set_strategy_forest(list(action.forest), action.label)
+                else:
+                    kungfu.set_strategy(action.name)
                 s.strategy = action.label
             elif isinstance(action, SetBatchSize):
                 self._set_batch_size(action.per_worker)

@@ -2,7 +2,7 @@
 in turn, `--every` steps apart. After every sync rank 0 prints one line
     resized <i>: size <n> step <s> agreed <bool>
 where `agreed` says every worker holds the same step counter and parameters (by consensus), and
-every worker checks that it sees the size asked for. Workers dropped by a resize exit 0.
+every worker checks that it sees the size asked for and the strategy set before the first resize. Workers dropped by a resize exit 0.
 
     kfrun -w -np 2 -H 127.0.0.1:4 -builtin-config-port P python3 elastic.py --sizes 4,1,3
 """
@@ -56,6 +56,10 @@ def main() -> None:
                   f"{agreed}", flush=True)
         if not agreed:
             fail("workers differ after a sync")
+        if state.resizes == 0:
+            kungfu.set_strategy("RING")  # joiners start on the launcher's: the sync fixes theirs
+        elif kungfu.strategy() != "RING":
+            fail(f"strategy {kungfu.strategy()} after resize {state.resizes}, want RING")
         while state.step < total:
             sampler = ElasticSampler(N, B, seed=3, epoch=state.epoch, start=state.samples)
             for idx in sampler:

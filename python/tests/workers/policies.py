@@ -1,7 +1,7 @@
 """kungfu.torch.PolicyRunner on real processes: `policies.py CHECK...` runs each check and prints
 "<check> ok" per worker. Checks: agree (a Python policy and a C++ one decide from the summed
 contributions, identically on every rank, though every rank's metrics differ), switch (strategy
-switches on every worker at the same step; a forest is refused), settings (batch size, learning
+switches on every worker at the same step, to a named strategy and to a forest), settings (batch size, learning
 rate, stop; state_dict and sync), disagree (a policy deciding from local metrics is a
 ProtocolError on every rank), not-elastic (a resize outside kfrun -w is a clear error), bad-input
 (names, parameters, non-actions, non-numbers), elastic (scheduled_resize under kfrun -w through
@@ -138,14 +138,25 @@ def switch() -> None:
     check(strategies == want, f"strategies {strategies}, want {want}")
     check(same_everywhere(repr(strategies), "test.switch"), "switches differ across ranks")
 
+    # A forest (what adaptive_strategy's STAR@r and MST are): a star rooted at the last rank.
     class Forest(BasePolicy):
         def after_step(self, metrics, sums, state):
-            return [SwitchStrategy(forest=[0] * state.cluster_size, label="STAR@0")]
+            root = state.cluster_size - 1
+            return [SwitchStrategy(forest=[root] * state.cluster_size, label=f"STAR@{root}")]
 
     runner = PolicyRunner([Forest()])
     runner.before_step()
-    expect_error(NotImplementedError, ["Forest", "STAR@0", "named strategies"],
-                 runner.after_step, "a forest switch")
+    runner.after_step()
+    star = f"STAR@{kungfu.size() - 1}"
+    check(kungfu.strategy() == star and runner.state.strategy == star,
+          f"after a forest switch: {kungfu.strategy()}, {runner.state.strategy}")
+    y = kungfu.allreduce(torch.arange(10.0), name="test.forest")
+    check(torch.equal(y, torch.arange(10.0) * kungfu.size()), f"allreduce over {star}: {y}")
+    check(runner.state.host_of == [0] * kungfu.size(), f"host_of {runner.state.host_of}")
+    n = kungfu.size()
+    expect_error(kungfu.InvalidArgumentError, [f"forest of {n + 1} ranks"],
+                 lambda: kungfu._core.set_strategy_forest([0] * (n + 1), "bad"),
+                 "a forest of the wrong size")
 
 
 def settings() -> None:
