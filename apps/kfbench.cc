@@ -3,6 +3,9 @@
 //   kfrun -np 2 kfbench tcp          (the raw single-stream TCP ceiling)
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -18,18 +21,21 @@ int main(int argc, char** argv) {
   std::string strategy;
   double factor = 2;
   int iters = 20, warmup = 5, check = 1, root = 0;
-  std::string chunk_text;
+  std::string chunk_text, timeout_text = "120s";
   bool json = false;
   app.add_option("collective", what, "allreduce | broadcast | allgather | reduce | tcp")
       ->required()
       ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reduce", "tcp"}));
   app.add_option("--b", min_text, "smallest size in bytes (1K, 8M, ...)");
   app.add_option("--e", max_text, "largest size in bytes");
-  app.add_option("--f", factor, "size factor between rows");
+  app.add_option("--f", factor, "size factor between rows (above 1)");
   app.add_option("--i", step_text, "size increment between rows (instead of -f)");
-  app.add_option("--n", iters, "timed iterations per size");
-  app.add_option("--w", warmup, "warm-up iterations per size");
-  app.add_option("--c", check, "check results (0/1)");
+  app.add_option("--n", iters, "timed iterations per size")->check(CLI::Range(1, 1000000000));
+  app.add_option("--w", warmup, "warm-up iterations per size")->check(CLI::Range(0, 1000000000));
+  app.add_option("--c", check, "check results (0/1)")->check(CLI::IsMember({0, 1}));
+  app.add_option("--timeout", timeout_text,
+                 "each collective's deadline (120s): a stopped or lost peer fails the run after "
+                 "this long, naming the peer");
   app.add_option("--d", dtype_text, "float, half, bfloat16, double, int8, uint8, int32, ...");
   app.add_option("--o", op_text, "sum, prod, min, max, avg");
   app.add_option("--r", root, "root of broadcast / reduce");
@@ -49,13 +55,37 @@ int main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is 2, as every input error
   }
   try {
+    // Every flag is checked here, before waiting for the peers, and named when it is wrong.
+    const auto size_flag = [](const char* flag, const std::string& text) {
+      try {
+        return kf::parse_size(text, kf::UnitStyle::flag);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string(flag) + " " + text + ": " + e.what());
+      }
+    };
     kf::PeerOptions options;
-    options.engine.timeout = std::chrono::seconds(120);
-    if (!chunk_text.empty())
-      options.engine.chunk_bytes = kf::parse_size(chunk_text, kf::UnitStyle::flag);
+    try {
+      options.engine.timeout = kf::parse_flag_duration(timeout_text);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("-timeout " + timeout_text + ": " + e.what());
+    }
+    if (options.engine.timeout <= kf::Duration::zero())
+      throw std::invalid_argument("-timeout " + timeout_text + ": must be positive");
+    if (!chunk_text.empty()) options.engine.chunk_bytes = size_flag("-chunk", chunk_text);
+    const std::size_t min_bytes = size_flag("-b", min_text);
+    const std::size_t max_bytes = size_flag("-e", max_text);
+    const std::size_t step_bytes = step_text.empty() ? 0 : size_flag("-i", step_text);
+    if (what != "tcp") {
+      if (min_bytes > max_bytes)
+        throw std::invalid_argument("-b " + min_text + " is larger than -e " + max_text);
+      if (step_bytes == 0 && min_bytes < max_bytes && !(factor > 1 && std::isfinite(factor))) {
+        throw std::invalid_argument(fmt::format(
+            "-f {}: the factor between sizes must be a number above 1 (or give -i)", factor));
+      }
+    }
     if (device == "cuda") {
       // Fail before waiting for peers: no GPU, or no CUDA in this build.
       if (const auto why = kf::gpu_unavailable())
@@ -69,17 +99,24 @@ int main(int argc, char** argv) {
       if (!s) throw std::invalid_argument("-strategy " + strategy + ": unknown");
       setenv("KUNGFU_ALLREDUCE_STRATEGY", strategy.c_str(), 1);  // from_env reads it
     }
+    const auto dtype = kf::bench::parse_bench_dtype(dtype_text);
+    if (!dtype) throw std::invalid_argument("-d " + dtype_text + ": unknown dtype");
+    const auto op = kf::parse_reduce_op(op_text);
+    if (!op) throw std::invalid_argument("-o " + op_text + ": unknown op");
     kf::Peer peer = kf::Peer::from_env(options);
+    if (root < 0 || root >= peer.size()) {
+      throw std::invalid_argument(
+          fmt::format("-r {}: the root must be a rank, 0 to {}", root, peer.size() - 1));
+    }
     if (what == "tcp") {
-      const std::size_t bytes =
-          max_text == "64M" ? std::size_t{1} << 30 : kf::parse_size(max_text, kf::UnitStyle::flag);
+      const std::size_t bytes = max_text == "64M" ? std::size_t{1} << 30 : max_bytes;
       return kf::bench::run_tcp_bench(peer, bytes, std::max(iters / 4, 3), json, std::cout);
     }
     kf::bench::CollectiveBench b;
     b.collective = what;
-    b.min_bytes = kf::parse_size(min_text, kf::UnitStyle::flag);
-    b.max_bytes = kf::parse_size(max_text, kf::UnitStyle::flag);
-    b.step = step_text.empty() ? 0 : kf::parse_size(step_text, kf::UnitStyle::flag);
+    b.min_bytes = min_bytes;
+    b.max_bytes = max_bytes;
+    b.step = step_bytes;
     b.factor = factor;
     b.iters = iters;
     b.warmup = warmup;
@@ -89,11 +126,7 @@ int main(int argc, char** argv) {
     b.huge_pages = huge_pages != 0;
     b.device = device;
     if (device == "cuda") b.device_strategy = strategy.empty() ? "NCCL" : strategy;
-    const auto dtype = kf::bench::parse_bench_dtype(dtype_text);
-    if (!dtype) throw std::invalid_argument("-d " + dtype_text + ": unknown dtype");
     b.dtype = *dtype;
-    const auto op = kf::parse_reduce_op(op_text);
-    if (!op) throw std::invalid_argument("-o " + op_text + ": unknown op");
     b.op = *op;
     const char* env_strategy = std::getenv("KUNGFU_ALLREDUCE_STRATEGY");
     b.strategy_label = env_strategy != nullptr && *env_strategy != 0 ? env_strategy : "AUTO";

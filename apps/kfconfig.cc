@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is 2, as every input error
   }
   kf::ConfigServerOptions options{
       .addr = addr, .port = static_cast<std::uint16_t>(port), .verbose = verbose};

@@ -8,8 +8,13 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -23,6 +28,23 @@
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"
 #include "policies/registry.h"
+
+namespace {
+
+// A duration flag that must be above zero; the flag is named in the error.
+std::chrono::milliseconds positive_duration(const char* flag, const std::string& text) {
+  std::chrono::milliseconds d{};
+  try {
+    d = kf::parse_flag_duration(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{} {}: {}", flag, text, e.what()));
+  }
+  if (d <= std::chrono::milliseconds::zero())
+    throw std::invalid_argument(fmt::format("{} {}: must be above zero", flag, text));
+  return d;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kfrun: start KungFu workers on this host (flags as kungfu-run)"};
@@ -66,7 +88,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is 2, as every input error
   }
   const std::vector<std::string> command = app.remaining();
   if (!policies.empty()) {
@@ -85,6 +107,10 @@ int main(int argc, char** argv) {
   }
   if (command.empty()) {
     std::fprintf(stderr, "kfrun: no worker command given\n%s", app.help().c_str());
+    return 2;
+  }
+  if (const auto problem = kf::worker_command_problem(command[0])) {
+    std::fprintf(stderr, "kfrun: %s\n", problem->c_str());
     return 2;
   }
   try {
@@ -154,9 +180,17 @@ int main(int argc, char** argv) {
     }
     kf::SupervisorOptions options{
         .command = command, .prefix = verbose, .quiet = quiet, .logdir = logdir};
-    if (!timeout_text.empty()) options.timeout = kf::parse_flag_duration(timeout_text);
+    if (!timeout_text.empty()) options.timeout = positive_duration("-timeout", timeout_text);
+    if (!logdir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(logdir, ec);
+      if (ec || ::access(logdir.c_str(), W_OK) != 0) {
+        throw std::invalid_argument(fmt::format("-logdir {}: cannot write there: {}", logdir,
+                                                ec ? ec.message() : std::strerror(errno)));
+      }
+    }
     if (watch) {
-      options.detach_timeout = kf::parse_flag_duration(detach_timeout_text);
+      options.detach_timeout = positive_duration("-detach-timeout", detach_timeout_text);
       const kf::ElasticOptions elastic{.self = self,
                                        .strategy = strategy,
                                        .config_server = config_server,

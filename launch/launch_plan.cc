@@ -33,6 +33,15 @@ int to_int(std::string_view text, std::string_view what, int lo, int hi) {
 
 }  // namespace
 
+// Hosts are IPv4 addresses, as kungfu-run takes them: a worker's peers connect to them as given.
+void check_ip(std::string_view host, const std::string& where) {
+  in_addr ignored{};
+  if (::inet_pton(AF_INET, std::string(host).c_str(), &ignored) != 1) {
+    throw std::invalid_argument(fmt::format(
+        "{}: '{}' is not an IPv4 address (hosts are given by IP, as 10.0.0.1)", where, host));
+  }
+}
+
 std::vector<HostSlots> parse_host_list(std::string_view text) {
   std::vector<HostSlots> out;
   while (!text.empty()) {
@@ -48,6 +57,7 @@ std::vector<HostSlots> parse_host_list(std::string_view text) {
                      to_int(item.substr(colon + 1), "-H slots", 1, 65535)});
     }
     if (out.back().ip.empty()) throw std::invalid_argument("-H: empty host");
+    check_ip(out.back().ip, "-H");
   }
   if (out.empty()) throw std::invalid_argument("-H: no hosts");
   return out;
@@ -67,6 +77,7 @@ std::vector<HostSlots> parse_hostfile(std::string_view contents) {
     if (line.empty()) continue;
     const auto space = line.find_first_of(" \t");
     HostSlots h{std::string(line.substr(0, space)), 1};
+    check_ip(h.ip, fmt::format("hostfile line {}", line_no));
     if (space != std::string_view::npos) {
       const auto rest = trim(line.substr(space));
       if (!rest.starts_with("slots=")) {

@@ -24,6 +24,31 @@
 #include "real/fd.h"
 
 namespace kf {
+
+std::optional<std::string> worker_command_problem(const std::string& program) {
+  if (program.starts_with("-")) {
+    return fmt::format(
+        "unknown flag {} (the worker command starts at the first word that is not one of "
+        "kfrun's flags; kfrun -h lists them)",
+        program);
+  }
+  if (program.find('/') != std::string::npos) {
+    if (::access(program.c_str(), X_OK) != 0)
+      return fmt::format("worker command {}: {}", program, std::strerror(errno));
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const auto colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return std::nullopt;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return fmt::format("worker command {}: not found on PATH", program);
+}
 namespace {
 
 int g_signal_pipe = -1;  // written by the signal handler (async-signal-safe)

@@ -19,6 +19,11 @@
 
 namespace kf {
 
+// Why `program` (a worker command's first word) cannot be started, checked before any worker
+// is: a word that looks like a flag (kfrun took it for the command: an unknown flag), a path that
+// is not executable, a name not found on PATH. nullopt when it can.
+std::optional<std::string> worker_command_problem(const std::string& program);
+
 struct SupervisorOptions {
   std::vector<std::string> command;                  // argv of every worker
   bool prefix = true;                                // -v: prefix worker lines
