@@ -66,8 +66,9 @@ httplib::Response call(const std::string& scheme_host, const std::string& url,
   if (!token.empty()) http.set_bearer_token_auth(token);
   auto result = send(http);
   if (!result) {
-    throw std::runtime_error(fmt::format("config server {} {}: {} (timeout {} ms)", method, url,
-                                         httplib::to_string(result.error()), timeout.count()));
+    throw ConfigServerUnreachable(fmt::format("config server {} {}: {} (timeout {} ms)", method,
+                                              url, httplib::to_string(result.error()),
+                                              timeout.count()));
   }
   return *result;
 }

@@ -7,11 +7,19 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/cluster_spec.h"
 
 namespace kf {
+
+// The server could not be reached at all (refused, timed out, name not resolved), as opposed to
+// an HTTP answer refusing the request (std::runtime_error).
+class ConfigServerUnreachable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class ConfigClient {
  public:
@@ -20,8 +28,8 @@ class ConfigClient {
   explicit ConfigClient(const std::string& url, std::string token = "",
                         std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
-  // Each throws std::runtime_error naming the URL and the HTTP status and reason (or the
-  // connection error) on failure.
+  // Each throws std::runtime_error naming the URL and the HTTP status and reason on a refusal,
+  // ConfigServerUnreachable naming the connection error when there is no answer.
   std::optional<ClusterSpec> get() const;  // nullopt when none is stored (404)
   // A past version, nullopt when the server does not keep it (404).
   std::optional<ClusterSpec> get_version(std::uint64_t version) const;

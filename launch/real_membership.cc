@@ -66,6 +66,8 @@ void RealMembership::request(std::function<ClusterSpec()> call, ClusterCallback 
     ClusterSpec spec;
     try {
       spec = call();
+    } catch (const ConfigServerUnreachable& e) {
+      status = Status(ErrorCode::unavailable, e.what());
     } catch (const std::exception& e) {
       status = Status(ErrorCode::invalid_argument, e.what());
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <memory>
 
 #include "proto/cluster.pb.h"
@@ -11,16 +12,26 @@ namespace kf {
 
 namespace {
 
+// A rank 0 that failed contributes kFailed - its error code: above any version, so the max tells
+// every worker that it failed and why (an unreachable service, a refused proposal).
+constexpr std::uint64_t kFailed = std::numeric_limits<std::uint64_t>::max();
+constexpr std::uint64_t kFailedCodes = 64;
+
 struct ResizeRound {
-  // The stored proposal's version, learnt by allreduce-max; 0 when rank 0 failed. Adopting, rank
-  // 0 contributes the read version + 1, since a config service may hold version 0.
+  // The stored proposal's version, learnt by allreduce-max. Adopting, rank 0 contributes the
+  // read version + 1, since a config service may hold version 0.
   std::uint64_t version = 0;
   ClusterSpec next;
-  std::string rank0_error;  // rank 0's, when the config service refused or could not be read
-  std::string bytes;        // the spec as read, for the consensus
+  Status rank0_error;  // rank 0's, when the config service refused or could not be reached
+  std::string bytes;   // the spec as read, for the consensus
+
+  void fail(Status s) {
+    version = kFailed - static_cast<std::uint64_t>(s.code());
+    rank0_error = std::move(s);
+  }
 };
 
-// Every worker: learn the version rank 0 wrote or read (0 when it failed), read that cluster from
+// Every worker: learn the version rank 0 wrote or read (or that it failed), read that cluster from
 // the config service, and check by consensus that all read the same one. When adopting, a version
 // no newer than the engine's cluster means nothing changed: the current cluster comes back.
 void agree_on_cluster(const std::shared_ptr<ResizeRound>& round, Engine& engine,
@@ -54,18 +65,21 @@ void agree_on_cluster(const std::shared_ptr<ResizeRound>& round, Engine& engine,
              .output = view,
              .op = ReduceOp::max},
             [round, finish, e, m, agree, current, adopting](Status s) {
-              if (s.ok() && round->version == 0) {
-                const std::string what = adopting
-                                             ? "resize: the config service could not be read"
-                                             : "resize: the config service refused the proposal";
-                s = Status(ErrorCode::invalid_argument,
-                           what + (round->rank0_error.empty() ? "" : ": " + round->rank0_error));
+              if (s.ok() && round->version > kFailed - kFailedCodes) {
+                const auto code = static_cast<ErrorCode>(kFailed - round->version);
+                const std::string what =
+                    code == ErrorCode::unavailable
+                        ? "resize: the config service could not be reached"
+                        : (adopting ? "resize: the config service could not be read"
+                                    : "resize: the config service refused the proposal");
+                s = Status(code, what + (e->rank() == 0 ? ": " + round->rank0_error.message()
+                                                        : " (rank 0 says why)"));
               }
               if (!s.ok()) {
                 (*finish)(std::move(s), {});
                 return;
               }
-              if (adopting) --round->version;
+              if (adopting) --round->version;  // a success's: the read version + 1
               if (adopting && round->version <= current) {
                 (*finish)(Status{}, e->cluster());
                 return;
@@ -104,7 +118,7 @@ void resize_cluster(Engine& engine, Membership& membership, int workers, std::in
   try {
     proposal = membership.propose(engine.cluster(), workers);
   } catch (const std::exception& ex) {
-    round->rank0_error = ex.what();
+    round->fail(Status(ErrorCode::invalid_argument, ex.what()));
     then();
     return;
   }
@@ -112,7 +126,7 @@ void resize_cluster(Engine& engine, Membership& membership, int workers, std::in
     if (s.ok()) {
       round->version = stored.version();
     } else {
-      round->rank0_error = s.message();
+      round->fail(std::move(s));
     }
     then();
   });
@@ -134,7 +148,7 @@ void adopt_cluster(Engine& engine, Membership& membership, std::int64_t next_ste
     if (s.ok()) {
       round->version = stored.version() + 1;
     } else {
-      round->rank0_error = s.message();
+      round->fail(std::move(s));
     }
     then();
   });

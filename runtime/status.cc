@@ -20,6 +20,8 @@ const char* error_code_name(ErrorCode code) {
       return "cancelled";
     case ErrorCode::device:
       return "device";
+    case ErrorCode::unavailable:
+      return "unavailable";
   }
   return "unknown";
 }

@@ -17,6 +17,7 @@ enum class ErrorCode {
   protocol,          // a peer sent something the protocol does not allow
   cancelled,         // the engine shut down with the operation pending
   device,            // a device (GPU) call failed: CUDA, NCCL or cuBLAS, named in the message
+  unavailable,       // a service the operation needs (the config server) could not be reached
 };
 
 const char* error_code_name(ErrorCode code);

@@ -20,7 +20,7 @@ from kungfu import _core
 from kungfu._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_async,
                                  barrier, broadcast, broadcast_async, consensus, gather,
                                  gather_async, reduce, reduce_async, request, save)
-from kungfu._core import (CancelledError, CollectiveTimeoutError, DeviceError,
+from kungfu._core import (CancelledError, CollectiveTimeoutError, DeviceError, UnavailableError,
                           InvalidArgumentError, KungFuError, NotFoundError, NotInitializedError,
                           PeerLostError, ProtocolError)
 
@@ -31,7 +31,7 @@ __all__ = [
     "allgather", "allgather_async", "gather", "gather_async", "consensus", "barrier", "Handle",
     "save", "request",
     "KungFuError", "InvalidArgumentError", "CollectiveTimeoutError", "PeerLostError",
-    "NotFoundError", "ProtocolError", "CancelledError", "DeviceError", "NotInitializedError",
+    "NotFoundError", "ProtocolError", "CancelledError", "DeviceError", "UnavailableError", "NotInitializedError",
 ]
 
 

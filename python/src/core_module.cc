@@ -38,7 +38,7 @@ namespace {
 // The exception classes, made once at import.
 struct Errors {
   py::object base, invalid_argument, timeout, peer_lost, not_found, protocol, cancelled, device,
-      not_initialized;
+      unavailable, not_initialized;
 };
 Errors* g_errors = nullptr;
 
@@ -65,6 +65,9 @@ Errors* g_errors = nullptr;
       break;
     case ErrorCode::device:
       type = g_errors->device;
+      break;
+    case ErrorCode::unavailable:
+      type = g_errors->unavailable;
       break;
     case ErrorCode::ok:
       break;
@@ -293,6 +296,8 @@ PYBIND11_MODULE(_core, m) {
   errors.protocol = sub("ProtocolError", "A peer sent what the protocol does not allow.");
   errors.cancelled = sub("CancelledError", "The runtime shut down with the collective pending.");
   errors.device = sub("DeviceError", "A device (GPU) call failed.");
+  errors.unavailable =
+      sub("UnavailableError", "A service the call needs (kfrun's config server) is unreachable.");
   errors.not_initialized = sub("NotInitializedError", "kungfu.init() has not been called.");
   for (const auto& [name, e] : {std::pair{"KungFuError", errors.base},
                                 {"InvalidArgumentError", errors.invalid_argument},
@@ -302,6 +307,7 @@ PYBIND11_MODULE(_core, m) {
                                 {"ProtocolError", errors.protocol},
                                 {"CancelledError", errors.cancelled},
                                 {"DeviceError", errors.device},
+                                {"UnavailableError", errors.unavailable},
                                 {"NotInitializedError", errors.not_initialized}}) {
     m.attr(name) = e;
   }

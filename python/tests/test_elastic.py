@@ -4,6 +4,7 @@ kungfu.torch.elastic (State, run, ElasticSampler)."""
 import random
 import re
 import subprocess
+from pathlib import Path
 from typing import Sequence
 
 from conftest import PYTHON, WORKERS, check_ok, free_port_base, kfrun, run_kfrun, worker_env
@@ -45,6 +46,26 @@ def test_propose_new_size_then_adopt():
     r = run_elastic(2, 3, "elastic_calls.py", "adopt")
     check_ok(r)
     assert sorted(re.findall(r"ok rank (\d) of 3", r.stdout)) == ["0", "1", "2"], r.stdout
+
+
+def test_a_dead_config_server_is_unavailable_on_every_worker():
+    """Not "refused the proposal" (invalid_argument): UnavailableError, every rank."""
+    kfconfig = str(Path(kfrun()).parent / "kfconfig")
+    base = free_port_base(4)
+    server = subprocess.Popen([kfconfig, "-port", str(base + 3)], env=worker_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "serving" in server.stdout.readline()
+        cmd = [kfrun(), "-w", "-np", "2", "-H", "127.0.0.1:3", "-config-server",
+               f"http://127.0.0.1:{base + 3}/config", "-port-range", f"{base}-{base + 2}",
+               "-timeout", "100s", PYTHON, str(WORKERS / "elastic_calls.py"), "unreachable"]
+        env = worker_env({"KF_TEST_KFCONFIG_PID": str(server.pid)})
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        check_ok(r)
+        assert sorted(re.findall(r"ok rank (\d)", r.stdout)) == ["0", "1"], r.stdout
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_resize_outside_kfrun_w_is_a_clear_error():

@@ -1,4 +1,7 @@
 """kungfu.resize and kungfu.propose_new_size, called as a user would. Modes:
+  unreachable  (kfrun -w -config-server URL of a kfconfig whose pid is KF_TEST_KFCONFIG_PID):
+               rank 0 kills the config server; a resize then raises UnavailableError on every
+               worker, saying it could not be reached
   not-elastic  (plain kfrun): resize and propose_new_size raise InvalidArgumentError naming kfrun -w
   adopt        (kfrun -w, 2 workers, 3 slots): rank 0 proposes 3 workers; all adopt it with
                resize(); a second resize() changes nothing; the joiner checks joining()
@@ -53,5 +56,20 @@ def adopt() -> None:
     print(f"ok rank {kungfu.rank()} of {kungfu.size()}", flush=True)
 
 
+def unreachable() -> None:
+    import os
+    import signal
+    kungfu.init(timeout=60)
+    if kungfu.rank() == 0:
+        os.kill(int(os.environ["KF_TEST_KFCONFIG_PID"]), signal.SIGKILL)
+    kungfu.barrier()
+    try:
+        kungfu.resize(3)
+        check(False, "a resize with the config server gone did not fail")
+    except kungfu.UnavailableError as e:
+        check("could not be reached" in str(e), f"message {e}")
+    print(f"ok rank {kungfu.rank()}", flush=True)
+
+
 if __name__ == "__main__":
-    {"not-elastic": not_elastic, "adopt": adopt}[sys.argv[1]]()
+    {"not-elastic": not_elastic, "adopt": adopt, "unreachable": unreachable}[sys.argv[1]]()
