@@ -241,6 +241,7 @@ struct WorkerPool::Impl {
     if (c == nullptr || c->retired) return;
     c->retired = true;
     ::kill(-c->pid, SIGTERM);
+    ::kill(-c->pid, SIGCONT);  // as in stop_all
     c->kill_at = Clock::now() + options.grace;
   }
 
@@ -298,8 +299,13 @@ struct WorkerPool::Impl {
   }
 
   void stop_all(int sig) {
-    for (auto& c : children)
-      if (c->running) ::kill(-c->pid, sig);
+    for (auto& c : children) {
+      if (!c->running) continue;
+      ::kill(-c->pid, sig);
+      // A stopped worker (SIGSTOP, a debugger) would only see the signal once continued: it
+      // handles it now instead of waiting for the SIGKILL after the grace period.
+      ::kill(-c->pid, SIGCONT);
+    }
   }
 
   void emit(Stream& s, std::string_view line) {

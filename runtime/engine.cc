@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -144,6 +146,7 @@ void Engine::start(std::unique_ptr<Operation> op) {
   ref.serial = ++serials_;
   const std::uint64_t serial = ref.serial;
   const Duration timeout = ref.timeout > Duration::zero() ? ref.timeout : options_.timeout;
+  ref.deadline = executor_.now() + timeout;
   ref.timer = executor_.post_after(timeout, [this, name, serial, timeout] {
     const auto it = active_.find(name);
     if (it == active_.end() || it->second->serial != serial) return;
@@ -212,8 +215,9 @@ void Engine::complete(std::unique_ptr<Operation> op, Status status) {
       if (*alive) returned(serial);
     });
   };
-  // Bounded like every wait: pieces a peer has not taken by then are taken back.
-  const Duration limit = op->timeout > Duration::zero() ? op->timeout : options_.timeout;
+  // Bounded by the operation's own deadline, not a fresh one: pieces a peer has not taken by
+  // then are taken back. (A stopped peer then costs the caller one timeout, not two.)
+  const Duration limit = std::max(Duration::zero(), op->deadline - executor_.now());
   op->timer = executor_.post_after(limit, [this, serial] {
     const auto it = lending_.find(serial);
     if (it == lending_.end()) return;

@@ -65,6 +65,7 @@ class Operation {
   // Engine-side bookkeeping.
   std::uint64_t serial = 0;
   std::uint64_t timer = 0;
+  TimePoint deadline{};  // start + timeout: bounds the whole operation, its loans included
   DoneCallback take_callback() { return std::move(done_callback_); }
 
  protected:
