@@ -29,4 +29,12 @@ ClusterSpec cluster_from_json(std::string_view json) {
   return ClusterSpec::from_proto(p);
 }
 
+ClusterSpec valid_cluster_from_json(std::string_view json) {
+  ClusterSpec spec = cluster_from_json(json);
+  if (const auto& problem = spec.problem()) {
+    throw std::invalid_argument("invalid cluster: " + *problem);
+  }
+  return spec;
+}
+
 }  // namespace kf

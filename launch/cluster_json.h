@@ -15,5 +15,8 @@ std::string cluster_to_json(const ClusterSpec& spec);
 // Throws std::invalid_argument with the parser's reason on malformed JSON, an unknown field or
 // a port outside 1..65535. Does not check ClusterSpec::problem().
 ClusterSpec cluster_from_json(std::string_view json);
+// What the config server does with a PUT or POST body: cluster_from_json, then
+// ClusterSpec::problem(). Throws std::invalid_argument with the reason its 400 answer gives.
+ClusterSpec valid_cluster_from_json(std::string_view json);
 
 }  // namespace kf

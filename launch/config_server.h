@@ -1,13 +1,13 @@
 // The elastic config server, as KungFu's: one ClusterSpec behind REST on /config, so an elastic
 // job has one place where a proposed membership is written (by rank 0 on resize) and read (by
-// every peer and runner). GET (404 when none), PUT (validate, store with the version bumped),
-// POST (reset: store as given, but never to a version older than the stored one: 409),
-// DELETE (clear: the next POST starts a new history); GET /config?version=N answers a recent
-// version (the latest 1,024 since the last DELETE are kept; 404 for others); GET /health answers
-// "ok". With a token every /config request must carry "Authorization: Bearer <token>" (else 401).
-// Serves on its own thread (cpp-httplib) until stop() or destruction. Bodies over 1 MiB get 413;
-// every refused request (4xx) is logged to stderr, at most 10 lines a second with a count of those
-// left out.
+// every peer and runner). GET (404 when none), PUT (validate, store with the version bumped;
+// 409 once it is the largest), POST (reset: store as given, but never to a version older than the
+// stored one: 409), DELETE (clear: the next POST starts a new history); GET /config?version=N
+// answers a recent version (the latest 1,024 since the last DELETE are kept; 404 for others);
+// GET /health answers "ok". With a token every /config request must carry "Authorization: Bearer
+// <token>" (else 401). Serves on its own thread (cpp-httplib) until stop() or destruction. Bodies
+// over 1 MiB get 413; every refused request (4xx) is logged to stderr, at most 10 lines a second
+// with a count of those left out.
 #pragma once
 
 #include <cstdint>

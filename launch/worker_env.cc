@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -32,6 +34,18 @@ long long number(const EnvMap& env, const std::string& key, long long lo, long l
   if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi) {
     throw std::invalid_argument(
         fmt::format("{}='{}': expected an integer in [{}, {}]", key, text, lo, hi));
+  }
+  return v;
+}
+
+// The whole range of a std::uint64_t (a cluster version: the config server stores any).
+std::uint64_t unsigned_number(const EnvMap& env, const std::string& key) {
+  const std::string text = get(env, key).value_or("");
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw std::invalid_argument(fmt::format("{}='{}': expected an integer in [0, {}]", key, text,
+                                            std::numeric_limits<std::uint64_t>::max()));
   }
   return v;
 }
@@ -76,10 +90,10 @@ WorkerConfig from_kungfu(const EnvMap& env) {
   auto workers = peer_list(env, "KUNGFU_INIT_PEERS");
   if (workers.empty()) workers.push_back(self);
   auto runners = peer_list(env, "KUNGFU_INIT_RUNNERS");
-  const std::uint64_t version =
-      get(env, "KUNGFU_INIT_CLUSTER_VERSION")
-          ? static_cast<std::uint64_t>(number(env, "KUNGFU_INIT_CLUSTER_VERSION", 0, 1LL << 62))
-          : 0;
+  // Any version the config server may hold (tests/fuzz found 2^62 and above refused here).
+  const std::uint64_t version = get(env, "KUNGFU_INIT_CLUSTER_VERSION")
+                                    ? unsigned_number(env, "KUNGFU_INIT_CLUSTER_VERSION")
+                                    : 0;
   c.cluster = ClusterSpec(version, std::move(runners), std::move(workers));
   const auto rank = c.cluster.rank_of(self);
   if (!rank) {

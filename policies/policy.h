@@ -48,6 +48,9 @@ template <typename... Ts>
 struct Overloaded : Ts... {
   using Ts::operator()...;
 };
+// C++20 deduces this for aggregates, but clang before 17 does not (the fuzz build uses clang 14).
+template <typename... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
 
 // "switch STAR@1", "resize 6", "batch 64", "lr 0.2", "stop (plateau)"
 std::string describe(const Action& action);
@@ -61,9 +64,9 @@ struct TrainingState {
   std::int64_t total_steps = 0;
   int rank = 0;
   int cluster_size = 0;
-  int max_cluster_size = 0;   // what the world can hold (free slots / runners' capacity)
-  std::vector<int> host_of;   // host index of every rank
-  std::string strategy;       // the current strategy's name
+  int max_cluster_size = 0;  // what the world can hold (free slots / runners' capacity)
+  std::vector<int> host_of;  // host index of every rank
+  std::string strategy;      // the current strategy's name
   StrategyName configured_strategy = StrategyName::automatic;  // the job's configured strategy
   int batch_per_worker = 0;
   double learning_rate = 0;

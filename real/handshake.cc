@@ -4,6 +4,8 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -139,6 +141,35 @@ Mac connector_mac(const std::string& secret, const Hello& hello, const Nonce& ac
 
 bool same_mac(const Mac& a, std::span<const std::byte> b) {
   return b.size() == a.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+HelloJudgement judge_hello(const Hello& h, std::uint64_t cluster_version, int rank,
+                           int cluster_size) {
+  if (h.protocol != kProtocol) {
+    return {Verdict::wrong_protocol, fmt::format("protocol {} (ours {})", h.protocol, kProtocol)};
+  }
+  if (h.cluster_version != cluster_version) {
+    return {Verdict::wrong_version, fmt::format("rank {} of cluster version {} (ours {})",
+                                                h.source_rank, h.cluster_version, cluster_version)};
+  }
+  if (h.destination_rank != static_cast<std::uint32_t>(rank) ||
+      h.source_rank >= static_cast<std::uint32_t>(cluster_size) ||
+      h.source_rank == static_cast<std::uint32_t>(rank)) {
+    return {Verdict::wrong_rank,
+            fmt::format("claims rank {} -> {} (we are rank {} of {})", h.source_rank,
+                        h.destination_rank, rank, cluster_size)};
+  }
+  return {};
+}
+
+WelcomeOutcome judge_welcome(const Welcome& w, const Hello& hello, std::uint64_t cluster_version,
+                             const std::string& secret) {
+  if (w.verdict == Verdict::wrong_version && w.cluster_version < cluster_version) {
+    return WelcomeOutcome::retry;
+  }
+  if (w.verdict != Verdict::ok) return WelcomeOutcome::refused;
+  if (!same_mac(acceptor_mac(secret, hello, w.nonce), w.mac)) return WelcomeOutcome::forged;
+  return WelcomeOutcome::accept;
 }
 
 }  // namespace kf::handshake

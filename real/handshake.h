@@ -69,4 +69,26 @@ Mac acceptor_mac(const std::string& secret, const Hello& hello, const Nonce& acc
 Mac connector_mac(const std::string& secret, const Hello& hello, const Nonce& acceptor_nonce);
 bool same_mac(const Mac& a, std::span<const std::byte> b);  // constant time
 
+// The decisions of both sides, as pure functions of what was received and who this peer is, so
+// the transport and the fuzzer (tests/fuzz/fuzz_handshake.cc) run the same code.
+
+// The acceptor's verdict on a decoded Hello, being `rank` of a cluster of `cluster_size` workers
+// at `cluster_version`: ok, or the verdict to answer and the reason to log (empty when ok).
+struct HelloJudgement {
+  Verdict verdict = Verdict::ok;
+  std::string why;
+};
+HelloJudgement judge_hello(const Hello& hello, std::uint64_t cluster_version, int rank,
+                           int cluster_size);
+
+// What the connector that sent `hello` does with the Welcome it got back.
+enum class WelcomeOutcome {
+  accept,   // verdict ok and the acceptor proved the secret: send connector_mac as the proof
+  retry,    // wrong_version from an acceptor on an older cluster version: it will catch up
+  refused,  // any other verdict than ok
+  forged,   // verdict ok, but the acceptor's MAC is wrong (another secret, or none)
+};
+WelcomeOutcome judge_welcome(const Welcome& welcome, const Hello& hello,
+                             std::uint64_t cluster_version, const std::string& secret);
+
 }  // namespace kf::handshake

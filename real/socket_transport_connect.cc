@@ -120,31 +120,36 @@ void SocketTransport::take_welcome(Conn& c) {
           fmt::format("{} answered with something that is not a KungFu handshake", c.address));
     return;
   }
-  if (w->verdict == handshake::Verdict::wrong_version && w->cluster_version < cluster_.version()) {
-    // The peer is still on the previous cluster version (an elastic resize in progress) and
-    // will listen with ours shortly: try again, within the usual connect deadline.
-    const int rank = c.peer;
-    last_refusal_[static_cast<std::size_t>(rank)] =
-        fmt::format("{} refused us: {} (ours {}, theirs {})", c.address,
-                    handshake::verdict_name(w->verdict), cluster_.version(), w->cluster_version);
-    close(c.id, "");
-    retry_connect(rank, ECONNREFUSED);
-    return;
-  }
-  if (w->verdict != handshake::Verdict::ok) {
-    const std::string why =
-        fmt::format("{} refused our connection: {} (ours {}, theirs {})", c.address,
-                    handshake::verdict_name(w->verdict), cluster_.version(), w->cluster_version);
-    log(why);
-    close(c.id, why);
-    return;
-  }
-  if (!handshake::same_mac(handshake::acceptor_mac(options_.secret, c.hello, w->nonce), w->mac)) {
-    const std::string why = fmt::format(
-        "{} failed authentication (it holds a different secret, or we are missing one)", c.address);
-    log(why);
-    close(c.id, why);
-    return;
+  switch (handshake::judge_welcome(*w, c.hello, cluster_.version(), options_.secret)) {
+    case handshake::WelcomeOutcome::retry: {
+      // The peer is still on the previous cluster version (an elastic resize in progress) and
+      // will listen with ours shortly: try again, within the usual connect deadline.
+      const int rank = c.peer;
+      last_refusal_[static_cast<std::size_t>(rank)] =
+          fmt::format("{} refused us: {} (ours {}, theirs {})", c.address,
+                      handshake::verdict_name(w->verdict), cluster_.version(), w->cluster_version);
+      close(c.id, "");
+      retry_connect(rank, ECONNREFUSED);
+      return;
+    }
+    case handshake::WelcomeOutcome::refused: {
+      const std::string why =
+          fmt::format("{} refused our connection: {} (ours {}, theirs {})", c.address,
+                      handshake::verdict_name(w->verdict), cluster_.version(), w->cluster_version);
+      log(why);
+      close(c.id, why);
+      return;
+    }
+    case handshake::WelcomeOutcome::forged: {
+      const std::string why = fmt::format(
+          "{} failed authentication (it holds a different secret, or we are missing one)",
+          c.address);
+      log(why);
+      close(c.id, why);
+      return;
+    }
+    case handshake::WelcomeOutcome::accept:
+      break;
   }
   if (!send_all(c.fd.get(), [&] {
         const auto mac = handshake::connector_mac(options_.secret, c.hello, w->nonce);
@@ -205,22 +210,8 @@ void SocketTransport::accept_hello(Conn& c) {
     return;
   }
   c.hello = *h;
-  Verdict verdict = Verdict::ok;
-  std::string why;
-  if (h->protocol != handshake::kProtocol) {
-    verdict = Verdict::wrong_protocol;
-    why = fmt::format("protocol {} (ours {})", h->protocol, handshake::kProtocol);
-  } else if (h->cluster_version != cluster_.version()) {
-    verdict = Verdict::wrong_version;
-    why = fmt::format("rank {} of cluster version {} (ours {})", h->source_rank, h->cluster_version,
-                      cluster_.version());
-  } else if (h->destination_rank != static_cast<std::uint32_t>(rank_) ||
-             h->source_rank >= static_cast<std::uint32_t>(cluster_.size()) ||
-             h->source_rank == static_cast<std::uint32_t>(rank_)) {
-    verdict = Verdict::wrong_rank;
-    why = fmt::format("claims rank {} -> {} (we are rank {} of {})", h->source_rank,
-                      h->destination_rank, rank_, cluster_.size());
-  }
+  const auto [verdict, why] =
+      handshake::judge_hello(*h, cluster_.version(), rank_, cluster_.size());
   handshake::Welcome w{.verdict = verdict, .cluster_version = cluster_.version()};
   if (verdict == Verdict::ok && !c.tcp && options_.lend_payloads && h->nonce_address != 0) {
     // Can we read the connector's memory? Read its nonce where it says it is.

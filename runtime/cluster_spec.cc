@@ -26,7 +26,17 @@ PeerID PeerID::parse(std::string_view text) {
       port > 65535) {
     throw std::invalid_argument("peer '" + std::string(text) + "': port must be 1..65535");
   }
-  return PeerID{std::string(text.substr(0, colon)), static_cast<std::uint16_t>(port)};
+  const std::string_view host = text.substr(0, colon);
+  if (!valid_host(host)) {
+    throw std::invalid_argument("peer '" + std::string(text) +
+                                "': bad host (printable ASCII, no spaces or commas)");
+  }
+  return PeerID{std::string(host), static_cast<std::uint16_t>(port)};
+}
+
+bool PeerID::valid_host(std::string_view host) {
+  return !host.empty() && std::all_of(host.begin(), host.end(),
+                                      [](char c) { return c > ' ' && c < 0x7F && c != ','; });
 }
 
 ClusterSpec::ClusterSpec(std::uint64_t version, std::vector<PeerID> runners,
@@ -146,6 +156,18 @@ ClusterSpec::State ClusterSpec::work_out(std::uint64_t version, std::vector<Peer
   out.host_count = static_cast<int>(host_index.size());
   out.problem = [&]() -> std::optional<std::string> {
     if (workers.empty()) return "no workers";
+    // Every peer must be one a worker can be told about and reach (tests/fuzz found clusters
+    // that were not: hosts with commas, a runner on port 0).
+    for (const auto* list : {&workers, &runners}) {
+      const std::string role = list == &workers ? "worker" : "runner";
+      for (const auto& p : *list) {
+        if (!PeerID::valid_host(p.host)) {
+          return role + " '" + p.to_string() +
+                 "' has a bad host (printable ASCII, no spaces or commas)";
+        }
+        if (p.port == 0) return role + " " + p.to_string() + " has port 0";
+      }
+    }
     std::set<PeerID> seen;
     for (const auto& w : workers) {
       if (!seen.insert(w).second) return "duplicate worker " + w.to_string();

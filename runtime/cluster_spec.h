@@ -22,8 +22,12 @@ struct PeerID {
   std::uint16_t port = 0;
 
   std::string to_string() const;  // "10.0.0.1:10000"
-  // Parses "host:port"; throws std::invalid_argument naming the text on a bad form or port.
+  // Parses "host:port"; throws std::invalid_argument naming the text on a bad form, host or port.
   static PeerID parse(std::string_view text);
+  // A host is an IPv4 address or a host name: non-empty printable ASCII with no space and no
+  // comma, since peers travel as text, "host:port,host:port" (KUNGFU_INIT_PEERS, -H), and must
+  // come back the same (tests/fuzz found clusters that did not).
+  static bool valid_host(std::string_view host);
   auto operator<=>(const PeerID&) const = default;
 };
 
@@ -60,7 +64,8 @@ class ClusterSpec {
   int host_count() const { return state().host_count; }
 
   // Empty when valid, else the first problem found ("duplicate worker 10.0.0.1:10000", "worker
-  // 10.0.0.2:10000 has no runner on its host", "two runners on host 10.0.0.1", "no workers").
+  // 10.0.0.2:10000 has no runner on its host", "two runners on host 10.0.0.1", "no workers",
+  // "worker 'a,b:1' has a bad host ...": see PeerID::valid_host, "runner 10.0.0.1:0 has port 0").
   // Runners are checked only when there are any (the in-process world has none).
   const std::optional<std::string>& problem() const { return state().problem; }
 

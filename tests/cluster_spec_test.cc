@@ -25,6 +25,12 @@ TEST(PeerID, ParsesAndPrints) {
        {"10.0.0.1", ":10000", "10.0.0.1:", "10.0.0.1:0", "10.0.0.1:70000", "10.0.0.1:12x"}) {
     EXPECT_THROW(PeerID::parse(bad), std::invalid_argument) << bad;
   }
+  // Hosts travel in comma-separated lists (tests/fuzz found ones that did not come back).
+  for (const char* bad : {"a,b:1", "a b:1", "tab\t:1", "\x7f:1", "\xc3\xa9:1"}) {
+    EXPECT_THROW(PeerID::parse(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_EQ(PeerID::parse("node-1.cluster:1").host, "node-1.cluster");
+  EXPECT_EQ(PeerID::parse("::1:10000").host, "::1");
 }
 
 TEST(ClusterSpec, RanksLocalRanksAndHosts) {
@@ -47,6 +53,11 @@ TEST(ClusterSpec, ProblemsAreNamed) {
   EXPECT_EQ(ClusterSpec(0, {{"a", 9}}, {{"a", 1}, {"b", 1}}).problem(),
             "worker b:1 has no runner on its host");
   EXPECT_EQ(ClusterSpec(0, {{"a", 9}, {"a", 8}}, {{"a", 1}}).problem(), "two runners on host a");
+  EXPECT_EQ(ClusterSpec(0, {}, {{"a,b", 1}}).problem(),
+            "worker 'a,b:1' has a bad host (printable ASCII, no spaces or commas)");
+  EXPECT_EQ(ClusterSpec(0, {{"", 9}}, {{"a", 1}}).problem(),
+            "runner ':9' has a bad host (printable ASCII, no spaces or commas)");
+  EXPECT_EQ(ClusterSpec(0, {{"a", 0}}, {{"a", 1}}).problem(), "runner a:0 has port 0");
 }
 
 // The layout and the problem are worked out once per spec and shared by its copies: a copy, an

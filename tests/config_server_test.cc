@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -189,6 +190,27 @@ TEST_F(ConfigServerTest, PostResetsAsGiven) {
   // DELETE ends the job's history: the next one may start from 0.
   client.clear();
   EXPECT_EQ(client.reset(two_hosts(0)).version(), 0u);
+}
+
+// Found by tests/fuzz/fuzz_config_server: a PUT over the largest version wrapped it to 1.
+TEST_F(ConfigServerTest, PutPastTheLargestVersionIs409) {
+  const std::uint64_t last = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_EQ(client.reset(two_hosts(last)).version(), last);
+  expect_error([&] { client.put(two_hosts()); }, {"HTTP 409", "cannot move forward"});
+  EXPECT_EQ(server.current(), two_hosts(last));
+}
+
+// Found by tests/fuzz/fuzz_cluster_json: hosts that cannot travel as "host:port,host:port".
+TEST_F(ConfigServerTest, BadHostsAre400) {
+  for (const char* host : {"", "10.0.0.1,10.0.0.2", "a b", "tab\t"}) {
+    const std::string body = fmt::format(
+        R"({{"runners":[{{"host":"{0}","port":38080}}],"workers":[{{"host":"{0}","port":1}}]}})",
+        host);
+    const auto r = raw_http(server.port(), "PUT", "/config", body);
+    EXPECT_EQ(r.status, 400) << host;
+    EXPECT_NE(r.body.find("has a bad host"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(server.current(), std::nullopt);
 }
 
 TEST_F(ConfigServerTest, OversizedBodiesAre413) {

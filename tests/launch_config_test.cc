@@ -3,6 +3,9 @@
 // torchrun's, Open MPI's and Slurm's variables.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "launch/flags.h"
 #include "launch/launch_plan.h"
 #include "launch/worker_env.h"
@@ -145,6 +148,47 @@ TEST(WorkerEnv, RejectsBadValues) {
   EXPECT_THROW(worker_config_from(
                    {{"KUNGFU_SELF_SPEC", "127.0.0.1:1"}, {"KUNGFU_ALLREDUCE_STRATEGY", "NOPE"}}),
                std::invalid_argument);
+}
+
+// Found by tests/fuzz/fuzz_cluster_json: the config server stores any 64-bit version, and the
+// workers kfrun starts for it must read it back.
+TEST(WorkerEnv, AnyClusterVersionTheConfigServerHolds) {
+  const ClusterSpec spec(std::numeric_limits<std::uint64_t>::max(), {{"127.0.0.1", 38080}},
+                         {{"127.0.0.1", 10000}, {"127.0.0.1", 10001}});
+  for (const auto& w : local_workers(spec, "127.0.0.1", "", "")) {
+    const auto c = worker_config_from(w.env);
+    EXPECT_EQ(c.cluster, spec);
+    EXPECT_EQ(c.rank, w.rank);
+  }
+  EXPECT_THROW(worker_config_from({{"KUNGFU_SELF_SPEC", "127.0.0.1:1"},
+                                   {"KUNGFU_INIT_CLUSTER_VERSION", "18446744073709551616"}}),
+               std::invalid_argument);
+  EXPECT_THROW(worker_config_from(
+                   {{"KUNGFU_SELF_SPEC", "127.0.0.1:1"}, {"KUNGFU_INIT_CLUSTER_VERSION", "-1"}}),
+               std::invalid_argument);
+}
+
+// Found by tests/fuzz/fuzz_worker_env: a host with a comma was accepted, then split in two when
+// kfrun passed the cluster on in KUNGFU_INIT_PEERS.
+TEST(WorkerEnv, RejectsHostsThatCannotBeListed) {
+  EXPECT_THROW(worker_config_from({{"KUNGFU_SELF_SPEC",
+                                    "128.0.0.1=127.0.0.1:10000,127.0.0OMPI_COMM_WORLD_LOCAL_RANK=."
+                                    "1:10001"}}),
+               std::invalid_argument);
+  EXPECT_THROW(worker_config_from(
+                   {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "10.0.0.1 10.0.0.2"}}),
+               std::invalid_argument);
+}
+
+// Found by tests/fuzz/fuzz_worker_env: workers on every port from 1 to 65535 left their runner
+// port 0 (runner_port_clear_of has no port to give); refused now, naming it.
+TEST(WorkerEnv, RejectsARunnerWithNoPortLeft) {
+  try {
+    worker_config_from({{"RANK", "0"}, {"WORLD_SIZE", "65535"}, {"KUNGFU_PORT_BASE", "1"}});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("has port 0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Flags, GoStyleArgsStopAtTheWorkerCommand) {
