@@ -51,11 +51,11 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     start = time.perf_counter()
+    kungfu.init()  # first: the launcher's ports are taken at once, not after loading the data
     train_x, train_y = fashion_mnist(train=True)
     test_x, test_y = fashion_mnist(train=False)
     if a.limit:
         train_x, train_y = train_x[:a.limit], train_y[:a.limit]
-    kungfu.init()
     torch.manual_seed(a.seed)
     model = cnn()
     base = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
