@@ -28,20 +28,7 @@ import kungfu
 import kungfu.torch as kt
 from kungfu.torch.data import fashion_mnist
 
-
-def cnn() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
-
-
-def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
-    model.eval()
-    with torch.no_grad():
-        correct = sum(int((model(images[i:i + 1000]).argmax(1) == labels[i:i + 1000]).sum())
-                      for i in range(0, len(images), 1000))
-    model.train()
-    return correct / len(images)
+from fashion_mnist import accuracy, cnn  # the same CNN as examples/fashion_mnist.py
 
 
 def main() -> None:
