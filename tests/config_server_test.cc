@@ -27,6 +27,7 @@
 #include "launch/cluster_json.h"
 #include "launch/config_client.h"
 #include "launch/config_server.h"
+#include "port_lease.h"
 
 namespace kf {
 namespace {
@@ -498,16 +499,8 @@ TEST_F(Kfconfig, BadInitExits2NamingTheFile) {
 }
 
 TEST(KfrunBuiltinConfig, WorkersGetTheUrlAndTheServerAnswers) {
-  // Pick a free port: bind 0, note it, close.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const auto port = ntohs(a.sin_port);
-  ::close(fd);
+  const auto base = testing::lease_ports(12);  // the workers' range, then the server's port
+  const auto port = base + 11;
   // The worker prints its KUNGFU_CONFIG_SERVER and GETs it with bash's /dev/tcp.
   const std::string script = fmt::format(
       "echo url=$KUNGFU_CONFIG_SERVER secret_length=${{#KUNGFU_SECRET}}; "
@@ -516,7 +509,6 @@ TEST(KfrunBuiltinConfig, WorkersGetTheUrlAndTheServerAnswers) {
       ">&3; "
       "cat <&3",
       port);
-  const auto base = 20000 + ::getpid() % 20000;
   auto child = spawn({KFRUN, "-np", "1", "-port-range", fmt::format("{}-{}", base, base + 10),
                       "-builtin-config-port", std::to_string(port), "/bin/bash", "-c", script});
   ASSERT_GT(child.pid, 0);

@@ -12,7 +12,9 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; [[ -f "$WORK/out/summary.txt" ]] && cat "$WORK/out/summary.txt"; exit 1; }
 
-base=$((20000 + ($$ % 200) * 10))
+source "$(dirname "$0")/port_lease.sh"
+lease_ports 1101  # gpu_report.sh sections 1 and 4a: PORT_BASE .. +1100
+base=$PORT_BASE
 KF_GPU_SECTIONS="1 4a" KF_GPU_STEP_TIMEOUT=120 KF_GPU_PORT_BASE="$base" \
   timeout 300 bash "$SRC/bench/gpu_report.sh" "$BUILD" "$WORK/out" 64K >"$WORK/log" 2>&1 ||
   { cat "$WORK/log"; fail "gpu_report.sh exited non-zero"; }

@@ -11,7 +11,9 @@ KFRUN="$1"
 KFTRAIN="$2"
 WORK="$(mktemp -d)"
 trap 'pkill -9 -P $$ 2>/dev/null; rm -rf "$WORK"' EXIT
-BASE=$((21000 + ($$ % 400) * 20))
+source "$(dirname "$0")/port_lease.sh"
+lease_ports 16
+BASE=$PORT_BASE
 
 timeout 120 "$KFRUN" -w -np 2 -H 127.0.0.1:4 -builtin-config-port $((BASE + 15)) \
   -port-range "$BASE-$((BASE + 9))" -strategy BINARY_TREE_STAR -timeout 100s \

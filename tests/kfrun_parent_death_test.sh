@@ -7,7 +7,9 @@ KFRUN="$1"
 KFTRAIN="$2"
 WORK="$(mktemp -d)"
 trap 'pkill -9 -P $$ 2>/dev/null; rm -rf "$WORK"' EXIT
-BASE=$((24000 + ($$ % 400) * 20))
+source "$(dirname "$0")/port_lease.sh"
+lease_ports 16
+BASE=$PORT_BASE
 fail=0
 
 check_mode() {

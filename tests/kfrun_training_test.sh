@@ -8,9 +8,11 @@ KFRUN="$1"
 KFTRAIN="$2"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/port_lease.sh"
 failures=0
 for sync in ssgd sma pair_avg ada_sgd; do
-  base=$((23000 + ($$ % 300) * 20))
+  lease_ports 10  # a fresh range per run: no TIME_WAIT from the last
+  base=$PORT_BASE
   if ! timeout 120 "$KFRUN" -np 4 -q -port-range "$base-$((base + 9))" "$KFTRAIN" -numeric mlp \
       -hidden 32 -features 16 -classes 4 -separation 1.0 -train 4096 -test 1024 -seed 3 \
       -sync "$sync" -ada-switch-step 100 -lr 0.05 -steps 200 -eval-every 50 -compute-ms 1 -q \

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "port_lease.h"
 #include "real/epoll_loop.h"
 #include "real/socket_transport.h"
 
@@ -46,27 +47,9 @@ inline CommandResult run_command(const std::string& cmd, int limit_s = 50, bool 
   return r;
 }
 
-// A base port p such that p .. p+n-1 can be bound on 127.0.0.1 right now (random, so parallel
-// test processes rarely collide).
+// A base port p such that p .. p+n-1 are leased to this test process (tests/port_lease.h).
 inline std::uint16_t free_port_base(int n) {
-  std::mt19937 rng(
-      static_cast<unsigned>(::getpid()) * 7919u +
-      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const auto base = static_cast<std::uint16_t>(20000 + rng() % 30000);
-    bool ok = true;
-    for (int i = 0; i < n && ok; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<std::uint16_t>(base + i));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-      ::close(fd);
-    }
-    if (ok) return base;
-  }
-  return 0;
+  return lease_ports(n);
 }
 
 // Waits (bounded) until `pred` holds; true if it did.
