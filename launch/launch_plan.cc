@@ -106,8 +106,10 @@ PortRange parse_port_range(std::string_view text) {
 
 std::uint16_t runner_port_clear_of(std::uint16_t first, std::uint16_t last) {
   if (kDefaultRunnerPort < first || kDefaultRunnerPort > last) return kDefaultRunnerPort;
-  return last < 65535 ? static_cast<std::uint16_t>(last + 1)
-                      : static_cast<std::uint16_t>(first - 1);
+  if (last < 65535) return static_cast<std::uint16_t>(last + 1);
+  if (first > 1) return static_cast<std::uint16_t>(first - 1);
+  throw std::invalid_argument(
+      fmt::format("-port-range {}-{} leaves no port for the runner: narrow it", first, last));
 }
 
 ClusterSpec plan_cluster(const std::vector<HostSlots>& hosts, int np, PortRange ports,
@@ -192,11 +194,19 @@ std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::s
   const std::string runners = join_peers(cluster.runners());
   // torchrun's variables too, so that a program written for torchrun (torch.distributed's env://
   // rendezvous) runs under kfrun unchanged: its store listens next to rank 0's worker ports.
+  // Above the host's highest worker port, or below its lowest when that is 65535.
   const PeerID& first = cluster.worker(0);
-  std::uint16_t store_port = first.port;
-  for (const PeerID& w : cluster.workers())
-    if (w.host == first.host) store_port = std::max<std::uint16_t>(store_port, w.port);
-  ++store_port;
+  int highest = first.port, lowest = first.port;
+  for (const PeerID& w : cluster.workers()) {
+    if (w.host != first.host) continue;
+    highest = std::max<int>(highest, w.port);
+    lowest = std::min<int>(lowest, w.port);
+  }
+  if (highest == 65535 && lowest == 1) {
+    throw std::invalid_argument(fmt::format(
+        "host {}'s workers take ports 1 to 65535: no port is left for MASTER_PORT", first.host));
+  }
+  const auto store_port = static_cast<std::uint16_t>(highest < 65535 ? highest + 1 : lowest - 1);
   for (int r = 0; r < cluster.size(); ++r) {
     const PeerID& id = cluster.worker(r);
     if (id.host != self) continue;

@@ -60,6 +60,7 @@ TEST(LaunchPlan, TheRunnerPortIsNeverAWorkersPort) {
   EXPECT_EQ(runner_port_clear_of(10000, 11000), kDefaultRunnerPort);
   EXPECT_EQ(runner_port_clear_of(38078, 38090), 38091);
   EXPECT_EQ(runner_port_clear_of(38000, 65535), 37999);
+  EXPECT_THROW(runner_port_clear_of(1, 65535), std::invalid_argument);  // no port left
   // Worker ranges around 38080 plan valid clusters (ClusterSpec::problem() checks).
   const auto c = plan_cluster({{"127.0.0.1", 4}}, 4, {38078, 38090});
   EXPECT_EQ(c.runners().at(0).port, 38091);
@@ -150,6 +151,16 @@ TEST(WorkerEnv, RejectsBadValues) {
                std::invalid_argument);
 }
 
+// torchrun's MASTER_PORT goes above rank 0's host's highest worker port, or below its lowest when
+// that is 65535 (it wrapped to 0 before).
+TEST(LaunchPlan, TheStorePortNeverWraps) {
+  const ClusterSpec top(1, {{"127.0.0.1", 38080}}, {{"127.0.0.1", 65534}, {"127.0.0.1", 65535}});
+  for (const auto& w : local_workers(top, "127.0.0.1", "", ""))
+    EXPECT_EQ(w.env.at("MASTER_PORT"), "65533");
+  const ClusterSpec low(1, {{"127.0.0.1", 38080}}, {{"127.0.0.1", 10000}, {"127.0.0.1", 10001}});
+  EXPECT_EQ(local_workers(low, "127.0.0.1", "", "").at(0).env.at("MASTER_PORT"), "10002");
+}
+
 // Found by tests/fuzz/fuzz_cluster_json: the config server stores any 64-bit version, and the
 // workers kfrun starts for it must read it back.
 TEST(WorkerEnv, AnyClusterVersionTheConfigServerHolds) {
@@ -187,7 +198,8 @@ TEST(WorkerEnv, RejectsARunnerWithNoPortLeft) {
     worker_config_from({{"RANK", "0"}, {"WORLD_SIZE", "65535"}, {"KUNGFU_PORT_BASE", "1"}});
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("has port 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("leaves no port for the runner"), std::string::npos)
+        << e.what();
   }
 }
 
