@@ -15,6 +15,7 @@ struct Lend {
   std::mutex mu;
   Payload payload;  // borrowed
   bool withdrawn = false;
+  bool lender_gone = false;  // withdrawn because the sender was killed (a process that died)
 };
 using Lends = std::vector<std::shared_ptr<Lend>>;  // a sender's outstanding lends, its loop only
 }  // namespace
@@ -45,7 +46,14 @@ class InprocWorld::Lent final : public PayloadSource {
     std::lock_guard lock(lend_->mu);
     return !lend_->withdrawn;
   }
-  std::string error() const override { return "the sender took back the payload it lent"; }
+  std::string error() const override {
+    return lender_lost() ? "the sender is gone (killed while its payload was lent)"
+                         : "the sender took back the payload it lent";
+  }
+  bool lender_lost() const override {
+    std::lock_guard lock(lend_->mu);
+    return lend_->lender_gone;
+  }
 
  private:
   std::shared_ptr<Lend> lend_;
@@ -82,6 +90,15 @@ class InprocWorld::Link final : public Transport {
       lend->payload = Payload();
       return true;
     });
+  }
+  // The peer is killed: what it lent is gone with it, as a dead process's memory is.
+  void lender_died() {
+    for (const auto& lend : *lends_) {
+      std::lock_guard lock(lend->mu);
+      lend->withdrawn = lend->lender_gone = true;
+      lend->payload = Payload();
+    }
+    lends_->clear();
   }
   const Handlers& handlers() const { return handlers_; }
 
@@ -135,7 +152,10 @@ bool InprocWorld::alive(int rank) const {
 void InprocWorld::kill(int rank, bool reset_connections) {
   Peer& dead = *peers_.at(static_cast<std::size_t>(rank));
   if (!dead.alive.exchange(false)) return;
-  dead.loop->call([&] { dead.engine.reset(); });
+  dead.loop->call([&] {
+    dead.transport->lender_died();
+    dead.engine.reset();
+  });
   dead.loop->stop();
   if (!reset_connections) return;
   for (int r = 0; r < size(); ++r) {

@@ -82,7 +82,7 @@ class SocketTransport::LentSource final : public PayloadSource {
       if (n <= 0) {
         const int err = pid_ > 0 ? errno : EPERM;
         if (!verify()) return false;  // withdrawn, or gone: that says more than this error
-        broken(net::errno_text(err));
+        broken(err);
         return false;
       }
       done += static_cast<std::size_t>(n);
@@ -103,7 +103,7 @@ class SocketTransport::LentSource final : public PayloadSource {
     iovec remote{reinterpret_cast<void*>(lent_.slot), sizeof now};
     const ssize_t n = pid_ > 0 ? ::process_vm_readv(pid_, &local, 1, &remote, 1, 0) : -1;
     if (n != static_cast<ssize_t>(sizeof now)) {
-      broken(net::errno_text(pid_ > 0 ? errno : EPERM));
+      broken(pid_ > 0 ? errno : EPERM);
       return false;
     }
     if (now != lent_.id) {
@@ -117,11 +117,20 @@ class SocketTransport::LentSource final : public PayloadSource {
     return error_;
   }
 
+  bool lender_lost() const override {
+    return lender_lost_;
+  }
+
  private:
-  // The peer's memory cannot be read (it died, or broke the protocol): the connection goes too,
-  // so every pending operation learns that the peer is lost. Posted: we are inside a reader.
-  void broken(const std::string& why) {
-    error_ = fmt::format("cannot copy a lent payload from {}: {}", who_, why);
+  // The peer's memory cannot be read (it died: ESRCH, its process or memory is gone; or it broke
+  // the protocol: an address it does not map): the connection goes too, so every pending
+  // operation learns that the peer is lost. Posted: we are inside a reader.
+  void broken(int err) {
+    lender_lost_ = err == ESRCH;
+    error_ =
+        lender_lost_
+            ? fmt::format("{} is gone (its memory cannot be read: {})", who_, net::errno_text(err))
+            : fmt::format("cannot copy a lent payload from {}: {}", who_, net::errno_text(err));
     if (!*alive_) return;
     transport_.loop_.post([t = &transport_, alive = alive_, conn = conn_, error = error_] {
       if (*alive) t->close(conn, error);
@@ -136,6 +145,7 @@ class SocketTransport::LentSource final : public PayloadSource {
   std::string who_;  // "rank 2 (127.0.0.1:10002)"
   wire::Lent lent_;
   std::string error_;
+  bool lender_lost_ = false;
 };
 
 bool SocketTransport::borrow(Conn& c, std::vector<Message>& messages) {

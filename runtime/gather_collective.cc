@@ -45,16 +45,14 @@ void Gather::on_message(int source, Message&& message) {
   BufferView dst = output_.slice(
       static_cast<std::size_t>(source) * input_.count() + chunks_[c].first, chunks_[c].count);
   if (const auto why = payload_mismatch(message.payload, dst)) {
-    finish(Status(ErrorCode::protocol,
-                  fmt::format("gather '{}' on rank {}: chunk {} from {}: {}", name(), rank_, c,
-                              engine().describe_peer(source), *why)));
+    finish(Status(why->code, fmt::format("gather '{}' on rank {}: chunk {} from {}: {}", name(),
+                                         rank_, c, engine().describe_peer(source), why->why)));
     return;
   }
   arrived_[static_cast<std::size_t>(source) * chunks_.size() + c] = true;
   if (const auto why = copy_payload(dst, message.payload)) {
-    finish(Status(ErrorCode::protocol,
-                  fmt::format("gather '{}' on rank {}: chunk {} from {}: {}", name(), rank_, c,
-                              engine().describe_peer(source), *why)));
+    finish(Status(why->code, fmt::format("gather '{}' on rank {}: chunk {} from {}: {}", name(),
+                                         rank_, c, engine().describe_peer(source), why->why)));
     return;
   }
   if (--remaining_ == 0) finish();

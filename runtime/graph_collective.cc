@@ -71,10 +71,10 @@ bool GraphCollective::accepts(int source, const MessageHeader& h) const {
 void GraphCollective::on_message(int source, Message&& message) {
   const std::size_t index = message.header.chunk;
   Chunk& c = chunks_[index];
-  const auto error = [&](const std::string& why) {
-    finish(Status(ErrorCode::protocol,
-                  fmt::format("{} '{}' on rank {}: chunk {} from {}: {}", kind(), name(),
-                              engine().rank(), index, engine().describe_peer(source), why)));
+  const auto error = [&](const PayloadError& e) {
+    finish(
+        Status(e.code, fmt::format("{} '{}' on rank {}: chunk {} from {}: {}", kind(), name(),
+                                   engine().rank(), index, engine().describe_peer(source), e.why)));
   };
   if (const auto why = payload_mismatch(message.payload, out(c))) {
     error(*why);
@@ -97,7 +97,7 @@ void GraphCollective::on_message(int source, Message&& message) {
   if (k != c.folded) {
     // Kept until its turn: a remote payload is copied out now, so its owner is not held up.
     if (!message.payload.materialize()) {
-      error(message.payload.error());
+      error(payload_failure(message.payload));
       return;
     }
     c.early[k] = std::move(message.payload);
@@ -110,7 +110,7 @@ void GraphCollective::on_message(int source, Message&& message) {
   if (remaining_ == 0) finish();
 }
 
-std::optional<std::string> GraphCollective::fold(std::size_t index, Chunk& c, const Payload& p) {
+std::optional<PayloadError> GraphCollective::fold(std::size_t index, Chunk& c, const Payload& p) {
   // The first fold starts the sum: out = in + p.
   if (auto why = c.folded == 0 ? reduce_payload_to(out(c), in(c), p, op_)
                                : reduce_payload(out(c), p, op_)) {

@@ -12,6 +12,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/chunking.h"
+#include "runtime/op_helpers.h"
 #include "runtime/operation.h"
 #include "runtime/reduce.h"
 #include "runtime/routes.h"
@@ -45,7 +46,7 @@ class GraphCollective final : public Operation {
   BufferView out(const Chunk& c) const { return output_.slice(c.range.first, c.range.count); }
   ConstBufferView in(const Chunk& c) const { return input_.slice(c.range.first, c.range.count); }
   // Empty, or why the payload could not be read.
-  std::optional<std::string> fold(std::size_t index, Chunk& c, const Payload& p);
+  std::optional<PayloadError> fold(std::size_t index, Chunk& c, const Payload& p);
   void reduced(std::size_t index, Chunk& c);    // every contribution folded in
   void broadcast(std::size_t index, Chunk& c);  // pass the final value down, chunk done
   void chunk_done(Chunk& c);

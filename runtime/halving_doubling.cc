@@ -110,9 +110,9 @@ void HalvingDoublingAllreduce::on_message(int /*source*/, Message&& message) {
     if (apply(index, s, s.next_step, message.payload)) advance(index, s);
   } else if (!message.payload.materialize()) {
     // Kept until its turn, so a remote payload is copied out now: its owner is not held up.
-    finish(Status(ErrorCode::protocol,
-                  fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}", name(), rank_,
-                              index, message.header.step, message.payload.error())));
+    const PayloadError e = payload_failure(message.payload);
+    finish(Status(e.code, fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}", name(),
+                                      rank_, index, message.header.step, e.why)));
     return;
   } else {
     s.early.emplace(message.header.step, std::move(message.payload));
@@ -133,10 +133,9 @@ void HalvingDoublingAllreduce::advance(std::size_t index, Slice& s) {
 bool HalvingDoublingAllreduce::apply(std::size_t index, Slice& s, std::uint32_t step,
                                      const Payload& p) {
   const auto view = [&](Range r) { return output_.slice(r.first, r.count); };
-  const auto fail = [&](const std::string& why) {
-    finish(
-        Status(ErrorCode::protocol, fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}",
-                                                name(), rank_, index, step, why)));
+  const auto fail = [&](const PayloadError& e) {
+    finish(Status(e.code, fmt::format("allreduce '{}' on rank {}: slice {} step {}: {}", name(),
+                                      rank_, index, step, e.why)));
     return false;
   };
   const auto check = [&](Range r) {

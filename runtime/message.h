@@ -76,6 +76,15 @@ class PayloadSource {
   // cannot be trusted (error()).
   virtual bool verify() = 0;
   virtual std::string error() const = 0;
+  // After a failed read or verify: true when the owner is gone (its process ended), so the peer
+  // is lost rather than misbehaving.
+  virtual bool lender_lost() const { return false; }
+};
+
+// Why a remote payload's bytes could not be read (Payload::materialize).
+struct PayloadFailure {
+  std::string why;
+  bool lender_lost = false;  // the owner's process ended (PayloadSource::lender_lost)
 };
 
 // A message's bytes, one of:
@@ -131,8 +140,9 @@ class Payload {
   bool failed() const { return kind_ == Kind::failed && holder_ != nullptr; }
   const std::string& error() const {
     static const std::string none;
-    return failed() ? *at_.error : none;
+    return failed() ? at_.failure->why : none;
   }
+  bool lender_lost() const { return failed() && at_.failure->lender_lost; }
   std::size_t size() const {
     if (kind_ == Kind::phantom) return size_;
     // A payload moved from keeps its kind but not its holder: it is empty then.
@@ -154,10 +164,11 @@ class Payload {
     if (!source.read(0, bytes.data(), bytes.size()) || !source.verify()) {
       std::string why = source.error();
       if (why.empty()) why = "the lent payload could not be read";
-      auto error = std::make_shared<const std::string>(std::move(why));
+      auto failure = std::make_shared<const PayloadFailure>(
+          PayloadFailure{std::move(why), source.lender_lost()});
       kind_ = Kind::failed;
-      at_.error = error.get();
-      holder_ = std::move(error);  // drops the source
+      at_.failure = failure.get();
+      holder_ = std::move(failure);  // drops the source
     } else {
       *this = Payload(std::move(bytes));
     }
@@ -177,10 +188,10 @@ class Payload {
   std::size_t size_ = 0;  // phantom, borrowed, remote or failed
   union {
     const std::byte* borrowed;
-    PayloadSource* source;     // held by holder_
-    const std::string* error;  // held by holder_
+    PayloadSource* source;          // held by holder_
+    const PayloadFailure* failure;  // held by holder_
   } at_{nullptr};
-  // What keeps the rest alive: the loan (borrowed), the source (remote) or the error (failed).
+  // What keeps the rest alive: the loan (borrowed), the source (remote) or the failure (failed).
   std::shared_ptr<const void> holder_;
   PayloadBytes bytes_;
 };

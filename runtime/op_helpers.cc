@@ -23,16 +23,22 @@ Message collective_message(const std::string& name, std::size_t chunk, std::uint
   return m;
 }
 
+PayloadError payload_failure(const Payload& payload) {
+  return PayloadError{payload.lender_lost() ? ErrorCode::peer_lost : ErrorCode::protocol,
+                      payload.error()};
+}
+
 namespace detail {
 
-std::optional<std::string> describe_payload_mismatch(const Payload& payload, ConstBufferView dst) {
+std::optional<PayloadError> describe_payload_mismatch(const Payload& payload, ConstBufferView dst) {
   if (payload.size() != dst.size_bytes()) {
-    return fmt::format("expected {} bytes, got {}", dst.size_bytes(), payload.size());
+    return PayloadError{
+        .why = fmt::format("expected {} bytes, got {}", dst.size_bytes(), payload.size())};
   }
   if (!dst.is_phantom() && payload.is_phantom() && payload.size() > 0) {
-    return "expected data, got a phantom payload";
+    return PayloadError{.why = "expected data, got a phantom payload"};
   }
-  if (payload.failed()) return payload.error();
+  if (payload.failed()) return payload_failure(payload);
   return std::nullopt;
 }
 
@@ -49,15 +55,16 @@ std::byte* scratch() {
   return piece.data();
 }
 
-std::optional<std::string> read_error(PayloadSource& source) {
+std::optional<PayloadError> read_error(PayloadSource& source) {
   std::string why = source.error();
   if (why.empty()) why = "the lent payload could not be read";
-  return why;
+  return PayloadError{source.lender_lost() ? ErrorCode::peer_lost : ErrorCode::protocol,
+                      std::move(why)};
 }
 
 // Calls fold(offset, bytes, size) for consecutive pieces of a remote payload.
 template <typename Fold>
-std::optional<std::string> fold_remote(PayloadSource& source, std::size_t size, Fold fold) {
+std::optional<PayloadError> fold_remote(PayloadSource& source, std::size_t size, Fold fold) {
   std::byte* piece = scratch();
   for (std::size_t offset = 0; offset < size; offset += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, size - offset);
@@ -72,8 +79,8 @@ std::optional<std::string> fold_remote(PayloadSource& source, std::size_t size, 
 
 namespace detail {
 
-std::optional<std::string> copy_payload_bytes(BufferView dst, const Payload& payload) {
-  if (payload.failed()) return payload.error();
+std::optional<PayloadError> copy_payload_bytes(BufferView dst, const Payload& payload) {
+  if (payload.failed()) return payload_failure(payload);
   if (PayloadSource* source = payload.source()) {
     if (!source->read(0, dst.data(), payload.size()) || !source->verify()) {
       return read_error(*source);
@@ -84,9 +91,9 @@ std::optional<std::string> copy_payload_bytes(BufferView dst, const Payload& pay
   return std::nullopt;
 }
 
-std::optional<std::string> reduce_payload_bytes(BufferView dst, const Payload& payload,
-                                                ReduceOp op) {
-  if (payload.failed()) return payload.error();
+std::optional<PayloadError> reduce_payload_bytes(BufferView dst, const Payload& payload,
+                                                 ReduceOp op) {
+  if (payload.failed()) return payload_failure(payload);
   if (PayloadSource* source = payload.source()) {
     const std::size_t elem = dst.elem_size();
     return fold_remote(*source, payload.size(),
@@ -98,9 +105,9 @@ std::optional<std::string> reduce_payload_bytes(BufferView dst, const Payload& p
   return std::nullopt;
 }
 
-std::optional<std::string> reduce_payload_bytes_to(BufferView dst, ConstBufferView a,
-                                                   const Payload& payload, ReduceOp op) {
-  if (payload.failed()) return payload.error();
+std::optional<PayloadError> reduce_payload_bytes_to(BufferView dst, ConstBufferView a,
+                                                    const Payload& payload, ReduceOp op) {
+  if (payload.failed()) return payload_failure(payload);
   if (PayloadSource* source = payload.source()) {
     const std::size_t elem = dst.elem_size();
     return fold_remote(

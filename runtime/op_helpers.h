@@ -22,14 +22,24 @@ Payload payload_of(ConstBufferView view);  // a copy (or a phantom)
 Message collective_message(const std::string& name, std::size_t chunk, std::uint32_t step,
                            ConstBufferView view);
 
+// Why a payload cannot land. protocol: the sender sent what the operation does not expect (a size,
+// a phantom) or took its lent bytes back early; peer_lost: the same-host peer that lent the bytes
+// ended while they were read.
+struct PayloadError {
+  ErrorCode code = ErrorCode::protocol;
+  std::string why;
+};
+// A failed() payload's error.
+PayloadError payload_failure(const Payload& payload);
+
 namespace detail {
 // The out-of-line halves of the checks below: what is left once the common case is ruled out.
-std::optional<std::string> describe_payload_mismatch(const Payload& payload, ConstBufferView dst);
-std::optional<std::string> copy_payload_bytes(BufferView dst, const Payload& payload);
-std::optional<std::string> reduce_payload_bytes(BufferView dst, const Payload& payload,
-                                                ReduceOp op);
-std::optional<std::string> reduce_payload_bytes_to(BufferView dst, ConstBufferView a,
-                                                   const Payload& payload, ReduceOp op);
+std::optional<PayloadError> describe_payload_mismatch(const Payload& payload, ConstBufferView dst);
+std::optional<PayloadError> copy_payload_bytes(BufferView dst, const Payload& payload);
+std::optional<PayloadError> reduce_payload_bytes(BufferView dst, const Payload& payload,
+                                                 ReduceOp op);
+std::optional<PayloadError> reduce_payload_bytes_to(BufferView dst, ConstBufferView a,
+                                                    const Payload& payload, ReduceOp op);
 // Phantoms and empty payloads carry no bytes to land.
 inline bool no_bytes_to_land(ConstBufferView dst, const Payload& payload) {
   return dst.is_phantom() || payload.is_phantom() || payload.size() == 0;
@@ -41,7 +51,7 @@ inline bool no_bytes_to_land(ConstBufferView dst, const Payload& payload) {
 
 // Empty when `payload` can land in `dst`; else the reason (size or phantom mismatch, or a remote
 // payload that could not be read).
-inline std::optional<std::string> payload_mismatch(const Payload& payload, ConstBufferView dst) {
+inline std::optional<PayloadError> payload_mismatch(const Payload& payload, ConstBufferView dst) {
   if (payload.size() == dst.size_bytes() && (dst.is_phantom() || !payload.is_phantom()) &&
       !payload.failed()) {
     return std::nullopt;
@@ -50,21 +60,22 @@ inline std::optional<std::string> payload_mismatch(const Payload& payload, Const
 }
 // Each lands a payload in `dst`, reading a remote one straight from its owner (no buffer in
 // between). Empty on success; else why its bytes could not be read (dst is then unspecified).
-[[nodiscard]] inline std::optional<std::string> copy_payload(BufferView dst,
-                                                             const Payload& payload) {
+[[nodiscard]] inline std::optional<PayloadError> copy_payload(BufferView dst,
+                                                              const Payload& payload) {
   if (detail::no_bytes_to_land(dst, payload)) return std::nullopt;
   return detail::copy_payload_bytes(dst, payload);
 }
-[[nodiscard]] inline std::optional<std::string> reduce_payload(BufferView dst,
-                                                               const Payload& payload,
-                                                               ReduceOp op) {
+[[nodiscard]] inline std::optional<PayloadError> reduce_payload(BufferView dst,
+                                                                const Payload& payload,
+                                                                ReduceOp op) {
   if (detail::no_bytes_to_land(dst, payload)) return std::nullopt;
   return detail::reduce_payload_bytes(dst, payload, op);
 }
 // dst = op(a, payload): folds an arrival into a fresh accumulator without copying `a` first.
-[[nodiscard]] inline std::optional<std::string> reduce_payload_to(BufferView dst, ConstBufferView a,
-                                                                  const Payload& payload,
-                                                                  ReduceOp op) {
+[[nodiscard]] inline std::optional<PayloadError> reduce_payload_to(BufferView dst,
+                                                                   ConstBufferView a,
+                                                                   const Payload& payload,
+                                                                   ReduceOp op) {
   if (detail::no_bytes_to_land(dst, payload)) return std::nullopt;
   return detail::reduce_payload_bytes_to(dst, a, payload, op);
 }

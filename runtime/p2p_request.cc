@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/engine.h"
+#include "runtime/op_helpers.h"
 
 namespace kf {
 
@@ -49,9 +50,9 @@ void P2PRequest::on_message(int /*source*/, Message&& message) {
     return;
   }
   if (!message.payload.materialize()) {
-    finish(Status(ErrorCode::protocol,
-                  fmt::format("request '{}' from {}: {}", blob_name_, engine().describe_peer(peer_),
-                              message.payload.error())));
+    const PayloadError e = payload_failure(message.payload);
+    finish(Status(e.code, fmt::format("request '{}' from {}: {}", blob_name_,
+                                      engine().describe_peer(peer_), e.why)));
     return;
   }
   result_->version = message.header.version;

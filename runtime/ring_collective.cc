@@ -10,9 +10,9 @@ namespace kf {
 namespace {
 
 Status mismatch_status(const Operation& op, int rank, std::size_t chunk, std::uint32_t step,
-                       const std::string& why) {
-  return Status(ErrorCode::protocol, fmt::format("{} '{}' on rank {}: chunk {} step {}: {}",
-                                                 op.kind(), op.name(), rank, chunk, step, why));
+                       const PayloadError& e) {
+  return Status(e.code, fmt::format("{} '{}' on rank {}: chunk {} step {}: {}", op.kind(),
+                                    op.name(), rank, chunk, step, e.why));
 }
 
 }  // namespace

@@ -67,7 +67,9 @@ TEST(Fault, KillNineMidAllreduceIsReportedByEveryOtherWorker) {
     const std::string why = line.substr(line.find(" s: ", mark) + 4);
     EXPECT_NE(rank, kDead);
     EXPECT_LT(after, 2 * kTimeout) << why;
-    // The error names the lost peer: "rank 2 (127.0.0.1:PORT)".
+    // The error is peer_lost (also where a payload the dead rank lent could not be read any more)
+    // and names the lost peer: "rank 2 (127.0.0.1:PORT)".
+    EXPECT_EQ(why.rfind("peer_lost", 0), 0u) << why;
     EXPECT_NE(why.find(fmt::format("rank {} (127.0.0.1:", kDead)), std::string::npos) << why;
     ++reported;
   }
@@ -89,37 +91,43 @@ TEST(Api, ReadmeExampleRunsUnderKfrun) {
 }
 
 TEST(Kfrun, ExitsWithTheFirstFailureAndStopsTheRest) {
-  const auto r = run_command(std::string(KFRUN) +
-                             " -np 3 -port-range 30100-30200 sh -c '"
-                             "[ \"$KUNGFU_SELF_SPEC\" = 127.0.0.1:30101 ] && exit 7; sleep 30'");
+  const auto base = free_port_base(3);
+  const auto r =
+      run_command(fmt::format("{} -np 3 -port-range {}-{} sh -c '[ \"$KUNGFU_SELF_SPEC\" = "
+                              "127.0.0.1:{} ] && exit 7; sleep 30'",
+                              KFRUN, base, base + 2, base + 1));
   EXPECT_EQ(r.code, 7) << r.output;
-  EXPECT_NE(r.output.find("rank 1 (127.0.0.1:30101) failed with exit code 7"), std::string::npos)
+  EXPECT_NE(r.output.find(fmt::format("rank 1 (127.0.0.1:{}) failed with exit code 7", base + 1)),
+            std::string::npos)
       << r.output;
 }
 
 TEST(Kfrun, PrefixesOutputAndPassesTheEnvironment) {
   char logdir[] = "/tmp/kfrun-logs-XXXXXX";
   ASSERT_NE(::mkdtemp(logdir), nullptr);
+  const auto base = free_port_base(2);
   const auto r = run_command(fmt::format(
-      "{} -np 2 -q -H 127.0.0.1:2 -nic lo -port-range 30300-30400 -strategy RING -logdir {} sh "
+      "{} -np 2 -q -H 127.0.0.1:2 -nic lo -port-range {}-{} -strategy RING -logdir {} sh "
       "-c 'echo $KUNGFU_INIT_PEERS $KUNGFU_ALLREDUCE_STRATEGY; echo e >&2'",
-      KFRUN, logdir));
+      KFRUN, base, base + 1, logdir));
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("[127.0.0.1.30300::stdout] 127.0.0.1:30300,127.0.0.1:30301 RING"),
+  const std::string peers = fmt::format("127.0.0.1:{},127.0.0.1:{}", base, base + 1);
+  EXPECT_NE(r.output.find(fmt::format("[127.0.0.1.{}::stdout] {} RING", base, peers)),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("[127.0.0.1.30301::stderr] e"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("[127.0.0.1.{}::stderr] e", base + 1)), std::string::npos)
+      << r.output;
   // -logdir keeps each worker's streams, unprefixed.
-  const auto log = run_command(fmt::format("cat {}/127.0.0.1.30301.stdout.log", logdir));
-  EXPECT_EQ(log.output, "127.0.0.1:30300,127.0.0.1:30301 RING\n");
+  const auto log = run_command(fmt::format("cat {}/127.0.0.1.{}.stdout.log", logdir, base + 1));
+  EXPECT_EQ(log.output, peers + " RING\n");
   (void)run_command(fmt::format("rm -rf {}", logdir));
 }
 
 TEST(Kfrun, TimeoutStopsEverythingWithNonZeroExit) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = run_command(std::string(KFRUN) +
-                             " -np 2 -timeout 1s -port-range 30500-30600 "
-                             "sleep 30");
+  const auto base = free_port_base(2);
+  const auto r = run_command(
+      fmt::format("{} -np 2 -timeout 1s -port-range {}-{} sleep 30", KFRUN, base, base + 1));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.code, 124) << r.output;
@@ -127,10 +135,11 @@ TEST(Kfrun, TimeoutStopsEverythingWithNonZeroExit) {
 }
 
 TEST(Kfrun, ForwardsSigterm) {
-  const auto r = run_command(
-      "sh -c '" + std::string(KFRUN) +
-      " -np 2 -port-range 30700-30800 sleep 30 & pid=$!; sleep 0.5; kill -TERM $pid; wait $pid; "
-      "echo exit=$?'");
+  const auto base = free_port_base(2);
+  const auto r = run_command(fmt::format(
+      "sh -c '{} -np 2 -port-range {}-{} sleep 30 & pid=$!; sleep 0.5; kill -TERM $pid; wait "
+      "$pid; echo exit=$?'",
+      KFRUN, base, base + 1));
   EXPECT_NE(r.output.find("forwarding it to the workers"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("exit=143"), std::string::npos) << r.output;
 }
