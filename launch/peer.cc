@@ -16,6 +16,11 @@ std::optional<Status> Handle::wait_for(Duration limit) const {
   return future_.get();
 }
 
+namespace {
+// How long a worker whose operations failed for want of a peer waits for its orderly close.
+constexpr Duration kCloseAfterFailure = std::chrono::seconds(1);
+}  // namespace
+
 struct Peer::Impl {
   PeerOptions options;
   EpollLoop loop;
@@ -24,6 +29,9 @@ struct Peer::Impl {
   std::unique_ptr<Engine> engine;              // loop thread only
   std::uint64_t serial = 0;                    // automatic names, caller side
   bool joining = false;
+  // An operation failed for want of a peer (timeout, peer_lost): the close then waits briefly,
+  // since a stopped or vanished peer never answers the bye. Loop thread only.
+  bool peer_failed = false;
   StrategyName configured = StrategyName::automatic;  // at construction: what joiners start on
 
   mutable std::mutex config_mutex;
@@ -44,7 +52,10 @@ struct Peer::Impl {
         promise->set_value(Status(ErrorCode::cancelled, "peer is shutting down"));
         return;
       }
-      start(*engine, [promise](Status s) { promise->set_value(std::move(s)); });
+      start(*engine, [this, promise](Status s) {
+        if (s.code() == ErrorCode::timeout || s.code() == ErrorCode::peer_lost) peer_failed = true;
+        promise->set_value(std::move(s));
+      });
     });
     return h;
   }
@@ -128,14 +139,19 @@ Peer::~Peer() {
   p.loop.call([&] { p.engine.reset(); });
   std::promise<void> closed;
   auto closed_future = closed.get_future();
+  const Duration limit = p.loop.call([&] {
+    return p.peer_failed ? std::min<Duration>(p.options.shutdown_limit, kCloseAfterFailure)
+                         : p.options.shutdown_limit;
+  });
   p.loop.call([&] {
     if (p.membership) {
+      if (p.peer_failed) p.membership->limit_close(limit);
       p.membership->leave([&closed] { closed.set_value(); });
     } else {
-      p.fixed->shutdown(p.options.shutdown_limit, [&closed] { closed.set_value(); });
+      p.fixed->shutdown(limit, [&closed] { closed.set_value(); });
     }
   });
-  closed_future.wait_for(p.options.shutdown_limit + std::chrono::seconds(1));
+  closed_future.wait_for(limit + std::chrono::seconds(1));
   p.loop.call([&] {
     p.membership.reset();
     p.fixed.reset();

@@ -7,6 +7,7 @@
 // mixed up.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,8 @@ class RealMembership final : public Membership {
   Transport& transport(const ClusterSpec& cluster, int rank) override;
   void reconnect(const ClusterSpec& next, int rank, std::function<void(Transport&)> ready) override;
   void leave(std::function<void()> done) override;
+  // Later orderly closes wait at most `limit` (a failed job need not wait for silent peers).
+  void limit_close(Duration limit) { options_.close_limit = std::min(options_.close_limit, limit); }
 
   // The transport of the current version (none before transport() or after leave()).
   SocketTransport* current() const { return transport_.get(); }

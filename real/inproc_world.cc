@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -16,6 +17,7 @@ struct Lend {
   Payload payload;  // borrowed
   bool withdrawn = false;
   bool lender_gone = false;  // withdrawn because the sender was killed (a process that died)
+  int reader = -1;           // the destination
 };
 using Lends = std::vector<std::shared_ptr<Lend>>;  // a sender's outstanding lends, its loop only
 }  // namespace
@@ -73,6 +75,7 @@ class InprocWorld::Link final : public Transport {
       auto lend = std::make_shared<Lend>();
       const std::size_t size = message.payload.size();
       lend->payload = std::move(message.payload);
+      lend->reader = destination;
       lends_->push_back(lend);
       message.payload = Payload::remote(
           size, std::make_shared<Lent>(std::move(lend), world_.loop(rank_), lends_));
@@ -82,14 +85,18 @@ class InprocWorld::Link final : public Transport {
   std::size_t min_borrowed_bytes() const override {
     return world_.options_.zero_copy ? 1 : Transport::min_borrowed_bytes();
   }
-  void reclaim(const void* lender) override {
-    std::erase_if(*lends_, [lender](const std::shared_ptr<Lend>& lend) {
+  std::vector<int> reclaim(const void* lender) override {
+    std::vector<int> unread;
+    std::erase_if(*lends_, [lender, &unread](const std::shared_ptr<Lend>& lend) {
       std::lock_guard lock(lend->mu);
       if (lend->payload.lender() != lender) return false;
       lend->withdrawn = true;
       lend->payload = Payload();
+      if (std::find(unread.begin(), unread.end(), lend->reader) == unread.end())
+        unread.push_back(lend->reader);
       return true;
     });
+    return unread;
   }
   // The peer is killed: what it lent is gone with it, as a dead process's memory is.
   void lender_died() {

@@ -74,7 +74,7 @@ class SocketTransport final : public Transport {
   void set_handlers(Handlers handlers) override;
   void send(int destination, Message&& message) override;
   std::size_t min_borrowed_bytes() const override;
-  void reclaim(const void* lender) override;
+  std::vector<int> reclaim(const void* lender) override;
 
   // Orderly close: a bye on every connection, the queues flushed, then `done` runs once every
   // peer has closed its side or `limit` has passed. Nothing is delivered afterwards.

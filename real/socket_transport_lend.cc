@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -179,8 +180,8 @@ std::size_t SocketTransport::min_borrowed_bytes() const {
                                         : options_.borrow_min_bytes;
 }
 
-void SocketTransport::reclaim(const void* lender) {
-  if (lender == nullptr) return;
+std::vector<int> SocketTransport::reclaim(const void* lender) {
+  if (lender == nullptr) return {};
   const auto own = [lender](Message& m) {
     if (m.payload.lender() == lender) m.payload.own();  // same bytes: a partial write goes on
   };
@@ -191,7 +192,14 @@ void SocketTransport::reclaim(const void* lender) {
     for (auto& m : queue)
       own(m);
   // Withdrawn: the slot is cleared, so a peer reading them later fails that message.
-  std::erase_if(lent_, [lender](const auto& kv) { return kv.second.payload.lender() == lender; });
+  std::vector<int> unread;
+  std::erase_if(lent_, [lender, &unread](const auto& kv) {
+    if (kv.second.payload.lender() != lender) return false;
+    if (std::find(unread.begin(), unread.end(), kv.second.rank) == unread.end())
+      unread.push_back(kv.second.rank);
+    return true;
+  });
+  return unread;
 }
 
 }  // namespace kf

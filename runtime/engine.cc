@@ -224,7 +224,17 @@ void Engine::complete(std::unique_ptr<Operation> op, Status status) {
     Lending late = std::move(it->second);
     lending_.erase(it);
     late.op->loans()->on_back = nullptr;
-    reclaim(*late.op);
+    // A live peer copies what is lent to it within remote_hold even before its own operation
+    // starts; one that has not read it by the deadline has stopped or hangs. It is lost from now
+    // on, so pending and later operations fail at once instead of after another timeout. (The
+    // late operation's own result stands: its part is done.)
+    for (const int peer : reclaim(*late.op)) {
+      on_peer_lost(peer,
+                   Status(ErrorCode::peer_lost,
+                          fmt::format("{} did not read what {} '{}' lent to it within the "
+                                      "operation's deadline (stopped or hung)",
+                                      describe_peer(peer), late.op->kind(), late.op->name())));
+    }
     if (auto done = late.op->take_callback()) done(std::move(late.status));
   });
   lending_.emplace(serial, Lending{std::move(op), std::move(status)});
@@ -239,8 +249,9 @@ void Engine::returned(std::uint64_t serial) {
   if (auto done = back.op->take_callback()) done(std::move(back.status));
 }
 
-void Engine::reclaim(Operation& op) {
-  if (op.lent() > 0) transport_.reclaim(op.lender());
+std::vector<int> Engine::reclaim(Operation& op) {
+  if (op.lent() == 0) return {};
+  return transport_.reclaim(op.lender());
 }
 
 Payload Engine::payload_of(Operation& op, ConstBufferView data) {

@@ -110,8 +110,8 @@ class Engine {
   void fail(const std::string& name, Status status);
   // Completes `op`: at once, or once the transport has given back what it borrowed from it.
   void complete(std::unique_ptr<Operation> op, Status status);
-  void returned(std::uint64_t serial);  // a lending operation got everything back
-  void reclaim(Operation& op);          // takes back at once what the transport still borrows
+  void returned(std::uint64_t serial);      // a lending operation got everything back
+  std::vector<int> reclaim(Operation& op);  // takes back at once what the transport still borrows
   void arm_hold_timer();
   void materialize_held();  // copies out remote payloads stashed for remote_hold
 

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "runtime/message.h"
 #include "runtime/status.h"
@@ -42,8 +43,12 @@ class Transport {
   // After this returns nothing reads the bytes borrowed from `lender` (Payload::lender) any more,
   // and every such payload has been dropped: queued ones are copied, ones lent to a peer are
   // withdrawn (the peer's read of them fails). For an operation whose peers did not take them
-  // in time, or an engine shutting down.
-  virtual void reclaim(const void* lender) { (void)lender; }
+  // in time, or an engine shutting down. Returns the peers whose lent payloads were withdrawn
+  // unread (each once).
+  virtual std::vector<int> reclaim(const void* lender) {
+    (void)lender;
+    return {};
+  }
 };
 
 }  // namespace kf
