@@ -2,9 +2,11 @@
 // runners are started with -config-server URL. Serves one ClusterSpec on /config until SIGINT or
 // SIGTERM.
 //   kfconfig -port 9100 [-addr 0.0.0.0] [-init cluster.json] [-token-env NAME] [-insecure] [-v]
+//            [-tls-cert cert.pem -tls-key key.pem]
 // Closed by default: it listens on loopback unless given an address, takes KUNGFU_SECRET (or
 // the variable -token-env names) as its bearer token whenever set, and refuses to serve another
-// address without a token unless told -insecure.
+// address without a token unless told -insecure. With -tls-cert and -tls-key it serves HTTPS
+// only, so the token and the cluster never cross the network in the clear.
 #include <fmt/format.h>
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -41,7 +43,7 @@ kf::ClusterSpec read_init(const std::string& path) {
 int main(int argc, char** argv) {
   CLI::App app{"kfconfig: the elastic config server (REST /config holding one cluster)"};
   int port = 9100;
-  std::string addr = "127.0.0.1", init, token_env = "KUNGFU_SECRET";
+  std::string addr = "127.0.0.1", init, token_env = "KUNGFU_SECRET", tls_cert, tls_key;
   bool verbose = false, insecure = false;
   app.add_option("--port", port, "port to serve on (0: any free port)")
       ->check(CLI::Range(0, 65535));
@@ -54,6 +56,9 @@ int main(int argc, char** argv) {
                "serve an address other than loopback without a token (anyone who reaches it "
                "can resize or end the job)");
   app.add_flag("--v", verbose, "log every request to stderr");
+  app.add_option("--tls-cert", tls_cert,
+                 "serve HTTPS with this certificate chain (PEM, the leaf first; with -tls-key)");
+  app.add_option("--tls-key", tls_key, "the certificate's private key (PEM, unencrypted)");
   auto args = kf::go_style_args(argc, argv, {"v", "insecure"}, false);
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
@@ -62,6 +67,8 @@ int main(int argc, char** argv) {
   }
   kf::ConfigServerOptions options{
       .addr = addr, .port = static_cast<std::uint16_t>(port), .verbose = verbose};
+  options.tls_cert.path = tls_cert;
+  options.tls_key.path = tls_key;
   try {
     if (!init.empty()) options.initial = read_init(init);
     const char* token = token_env.empty() ? nullptr : std::getenv(token_env.c_str());
@@ -94,12 +101,15 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   try {
     kf::ConfigServer server(options);
-    std::fprintf(stderr, "kfconfig: serving http://%s:%u/config%s\n", addr.c_str(), server.port(),
-                 options.token.empty() ? "" : " (bearer token required)");
+    std::fprintf(stderr, "kfconfig: serving %s://%s:%u/config%s\n", server.scheme(), addr.c_str(),
+                 server.port(), options.token.empty() ? "" : " (bearer token required)");
     int sig = 0;
     sigwait(&stop_signals, &sig);
     if (verbose) std::fprintf(stderr, "kfconfig: signal %d, stopping\n", sig);
     server.stop();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "kfconfig: %s\n", e.what());  // a TLS file that cannot be used
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kfconfig: %s\n", e.what());
     return 1;

@@ -5,6 +5,8 @@
 // config server and starts the workers that a resized cluster adds on its host.
 //   kfrun -np 4 -H 10.0.0.1:2,10.0.0.2:2 -nic eth0 ./train --epochs 3
 //   kfrun -w -np 2 -H 10.0.0.1:4,10.0.0.2:4 -nic eth0 -config-server http://10.0.0.1:9100 ./train
+// HTTPS: -tls-cert/-tls-key make the builtin config server serve it; -tls-ca names the CA that
+// the runners' and the workers' config clients check it against (handed over as KUNGFU_TLS_CA).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -28,6 +30,7 @@
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"
 #include "policies/registry.h"
+#include "real/tls_context.h"
 
 namespace {
 
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   int np = 1;
   std::string hosts_text, hostfile, nic, self, port_range = "10000-11000", strategy, logdir;
   std::string timeout_text, config_server, detach_timeout_text = "30s";
+  std::string tls_cert, tls_key, tls_ca;
   bool quiet = false, verbose = true, watch = false;
   int builtin_config_port = 0, runner_port = 0;
   app.add_option("--np", np, "number of workers in total");
@@ -77,6 +81,13 @@ int main(int argc, char** argv) {
   app.add_option("--config-server", config_server, "config server URL (elastic mode)");
   app.add_option("--builtin-config-port", builtin_config_port,
                  "serve the planned cluster on this port (a config server for the workers)");
+  app.add_option(
+      "--tls-cert", tls_cert,
+      "the builtin config server serves HTTPS with this certificate (PEM; with -tls-key)");
+  app.add_option("--tls-key", tls_key, "the certificate's private key (PEM, unencrypted)");
+  app.add_option("--tls-ca", tls_ca,
+                 "check an https config server against this CA (PEM); handed to the workers as "
+                 "KUNGFU_TLS_CA");
   std::vector<std::string> policies;
   app.add_option("--policy", policies,
                  "an adaptation policy for the workers, e.g. adaptive_strategy:threshold=0.8 "
@@ -124,6 +135,15 @@ int main(int argc, char** argv) {
       throw std::invalid_argument(
           fmt::format("-builtin-config-port {}: must be 1..65535", builtin_config_port));
     }
+    if ((!tls_cert.empty() || !tls_key.empty()) && builtin_config_port == 0) {
+      throw std::invalid_argument(
+          "-tls-cert and -tls-key are for the builtin config server: "
+          "give -builtin-config-port too");
+    }
+    if (!tls_ca.empty()) {
+      kf::tls::check_ca_file({tls_ca, "-tls-ca"});
+      ::setenv("KUNGFU_TLS_CA", tls_ca.c_str(), 1);  // this runner's clients and every worker's
+    }
     std::vector<kf::HostSlots> hosts;
     if (!hostfile.empty()) {
       std::ifstream in(hostfile);
@@ -167,12 +187,25 @@ int main(int argc, char** argv) {
     // -builtin-config-port: this runner serves the planned cluster and its workers are told so.
     std::optional<kf::ConfigServer> builtin_server;
     if (builtin_config_port != 0) {
-      builtin_server.emplace(
-          kf::ConfigServerOptions{.addr = self,  // the address the workers are given
-                                  .port = static_cast<std::uint16_t>(builtin_config_port),
-                                  .token = secret,
-                                  .initial = cluster});
-      config_server = fmt::format("http://{}:{}/config", self, builtin_config_port);
+      kf::ConfigServerOptions server_options{
+          .addr = self,  // the address the workers are given
+          .port = static_cast<std::uint16_t>(builtin_config_port),
+          .token = secret,
+          .initial = cluster};
+      server_options.tls_cert.path = tls_cert;
+      server_options.tls_key.path = tls_key;
+      builtin_server.emplace(std::move(server_options));
+      config_server =
+          fmt::format("{}://{}:{}/config", builtin_server->scheme(), self, builtin_config_port);
+      if (!tls_cert.empty()) {
+        // The workers check the certificate as this client does: one that names another host,
+        // or that the CA did not sign, stops the job here rather than in every worker.
+        try {
+          (void)kf::ConfigClient(config_server, secret, std::chrono::seconds(5)).get();
+        } catch (const std::runtime_error& e) {
+          throw std::invalid_argument(fmt::format("-tls-cert {}: {}", tls_cert, e.what()));
+        }
+      }
       if (!quiet) {
         std::fprintf(stderr, "[kfrun] config server on %s (cluster version %llu)\n",
                      config_server.c_str(), static_cast<unsigned long long>(cluster.version()));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <openssl/crypto.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include <thread>
 
 #include "launch/cluster_json.h"
+#include "real/rate_limited_log.h"
+#include "real/tls_context.h"
 
 namespace kf {
 namespace {
@@ -46,34 +49,33 @@ std::string reason_line(const std::string& body) {
   return r;
 }
 
-// At most kPerSecond lines a second to stderr; the count of those left out follows in the next
-// second that logs (a flood of bad requests must not flood the log).
-class RateLimitedLog {
- public:
-  static constexpr int kPerSecond = 10;
-  void log(const std::string& line) {
-    std::lock_guard lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - window_ >= std::chrono::seconds(1)) {
-      if (dropped_ > 0)
-        std::fprintf(stderr, "[kfconfig] (%d more refused requests not shown)\n", dropped_);
-      window_ = now;
-      in_window_ = 0;
-      dropped_ = 0;
-    }
-    if (++in_window_ > kPerSecond) {
-      ++dropped_;
-      return;
-    }
-    std::fprintf(stderr, "%s\n", line.c_str());
+// Plain HTTP, or HTTPS (TLS 1.2 or later) with the options' certificate and key.
+std::unique_ptr<httplib::Server> make_http(const ConfigServerOptions& o) {
+  const bool cert = !o.tls_cert.path.empty(), key = !o.tls_key.path.empty();
+  if (!cert && !key) return std::make_unique<httplib::Server>();
+  if (cert != key) {
+    throw std::invalid_argument(fmt::format("HTTPS needs a certificate and its key: {} without {}",
+                                            cert ? o.tls_cert.label : o.tls_key.label,
+                                            cert ? o.tls_key.label : o.tls_cert.label));
   }
-
- private:
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point window_{};
-  int in_window_ = 0;
-  int dropped_ = 0;
-};
+  std::string error;
+  auto server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+    try {  // called from inside the constructor: the error is picked up below
+      if (SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION) != 1)
+        throw std::runtime_error("cannot require TLS 1.2: " + tls::take_errors());
+      tls::use_certificate(ctx, o.tls_cert, o.tls_key);
+      return true;
+    } catch (const std::exception& e) {
+      error = e.what();
+      return false;
+    }
+  });
+  if (!server->is_valid()) {
+    throw std::invalid_argument(error.empty() ? "cannot serve HTTPS: " + tls::take_errors()
+                                              : error);
+  }
+  return server;
+}
 
 }  // namespace
 
@@ -83,14 +85,16 @@ bool is_loopback_address(const std::string& addr) {
 
 struct ConfigServer::Impl {
   ConfigServerOptions options;
-  std::string expected_auth;  // "Bearer <token>", empty without a token
-  httplib::Server http;
+  std::string expected_auth;              // "Bearer <token>", empty without a token
+  std::unique_ptr<httplib::Server> http;  // an httplib::SSLServer for HTTPS
   std::thread thread;
   std::atomic<bool> finished{false};
   int port = 0;
   std::mutex stop_mu;
 
-  RateLimitedLog refusals;
+  RateLimitedLog refusals{
+      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+      "refused requests", "[kfconfig] "};
 
   mutable std::mutex mu;
   std::optional<ClusterSpec> spec;
@@ -170,23 +174,24 @@ struct ConfigServer::Impl {
   }
 
   void routes() {
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (req.path == "/health" || authorized(req))
         return httplib::Server::HandlerResponse::Unhandled;
       fail(res, 401, "missing or wrong bearer token");
       return httplib::Server::HandlerResponse::Handled;
     });
-    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    http->Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", kText);
     });
-    http.Get("/config",
-             [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
-    http.Put("/config",
-             [this](const httplib::Request& req, httplib::Response& res) { put(req, res); });
-    http.Post("/config",
-              [this](const httplib::Request& req, httplib::Response& res) { reset(req, res); });
-    http.Delete("/config", [this](const httplib::Request&, httplib::Response& res) { clear(res); });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    http->Get("/config",
+              [this](const httplib::Request& req, httplib::Response& res) { get(req, res); });
+    http->Put("/config",
+              [this](const httplib::Request& req, httplib::Response& res) { put(req, res); });
+    http->Post("/config",
+               [this](const httplib::Request& req, httplib::Response& res) { reset(req, res); });
+    http->Delete("/config",
+                 [this](const httplib::Request&, httplib::Response& res) { clear(res); });
+    http->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       const bool refused = res.status >= 400;
       if (!options.verbose && !refused) return;
       const std::string line = fmt::format(
@@ -211,35 +216,36 @@ ConfigServer::ConfigServer(ConfigServerOptions options) : impl_(std::make_unique
     s.store(*options.initial);
   }
   if (!options.token.empty()) s.expected_auth = "Bearer " + options.token;
+  s.http = make_http(options);
   s.options = std::move(options);
   s.routes();
   // Short timeouts so stop() never waits long on an idle keep-alive or a silent client.
-  s.http.set_keep_alive_timeout(1);
-  s.http.set_read_timeout(std::chrono::seconds(2));
-  s.http.set_write_timeout(std::chrono::seconds(2));
-  s.http.set_payload_max_length(1 << 20);
+  s.http->set_keep_alive_timeout(1);
+  s.http->set_read_timeout(std::chrono::seconds(2));
+  s.http->set_write_timeout(std::chrono::seconds(2));
+  s.http->set_payload_max_length(1 << 20);
   // httplib's default is SO_REUSEPORT, which lets a second server share a taken port silently;
   // SO_REUSEADDR only allows a restart over TIME_WAIT.
-  s.http.set_socket_options([](int fd) {
+  s.http->set_socket_options([](int fd) {
     const int yes = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   const auto& addr = s.options.addr;
   if (s.options.port == 0) {
-    s.port = s.http.bind_to_any_port(addr);
+    s.port = s.http->bind_to_any_port(addr);
   } else {
-    s.port = s.http.bind_to_port(addr, s.options.port) ? s.options.port : -1;
+    s.port = s.http->bind_to_port(addr, s.options.port) ? s.options.port : -1;
   }
   if (s.port <= 0) {
     throw std::runtime_error(
         fmt::format("config server: cannot listen on {}:{}", addr, s.options.port));
   }
   s.thread = std::thread([&s] {
-    s.http.listen_after_bind();
+    s.http->listen_after_bind();
     s.finished = true;
   });
   // httplib's stop() is a no-op until the loop runs, so be sure it does before handing out.
-  while (!s.http.is_running() && !s.finished) {
+  while (!s.http->is_running() && !s.finished) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -252,6 +258,10 @@ std::uint16_t ConfigServer::port() const {
   return static_cast<std::uint16_t>(impl_->port);
 }
 
+const char* ConfigServer::scheme() const {
+  return impl_->options.tls_cert.path.empty() ? "http" : "https";
+}
+
 std::optional<ClusterSpec> ConfigServer::current() const {
   std::lock_guard lock(impl_->mu);
   return impl_->spec;
@@ -259,7 +269,7 @@ std::optional<ClusterSpec> ConfigServer::current() const {
 
 void ConfigServer::stop() {
   std::lock_guard lock(impl_->stop_mu);
-  impl_->http.stop();
+  impl_->http->stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

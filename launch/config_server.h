@@ -7,7 +7,8 @@
 // GET /health answers "ok". With a token every /config request must carry "Authorization: Bearer
 // <token>" (else 401). Serves on its own thread (cpp-httplib) until stop() or destruction. Bodies
 // over 1 MiB get 413; every refused request (4xx) is logged to stderr, at most 10 lines a second
-// with a count of those left out.
+// with a count of those left out. Given a certificate and its key it serves HTTPS only (TLS 1.2 or
+// later; the token rules unchanged, now over an encrypted connection).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "real/tls_context.h"
 #include "runtime/cluster_spec.h"
 
 namespace kf {
@@ -28,18 +30,25 @@ struct ConfigServerOptions {
   std::string token;                   // the job's secret; empty: no authentication
   bool verbose = false;                // one stderr line per request
   std::optional<ClusterSpec> initial;  // stored as given (validated)
+  // Both set: serve HTTPS with this certificate chain (the leaf first) and unencrypted key, PEM.
+  // Labels name the flags the paths came from, for errors.
+  tls::PemFile tls_cert{.label = "-tls-cert"};
+  tls::PemFile tls_key{.label = "-tls-key"};
 };
 
 class ConfigServer {
  public:
   // Binds and starts serving before returning. Throws std::runtime_error naming the address when
-  // it cannot bind, std::invalid_argument when `initial` is not a valid cluster.
+  // it cannot bind, std::invalid_argument when `initial` is not a valid cluster, or when a TLS
+  // file cannot be used (naming it), or only one of the two is given.
   explicit ConfigServer(ConfigServerOptions options);
   ~ConfigServer();
   ConfigServer(const ConfigServer&) = delete;
   ConfigServer& operator=(const ConfigServer&) = delete;
 
   std::uint16_t port() const;
+  // "https" with a certificate, else "http": how the server's URL starts.
+  const char* scheme() const;
   // What GET /config would return now.
   std::optional<ClusterSpec> current() const;
   // Stops serving and joins the thread; idempotent.

@@ -31,7 +31,7 @@ namespace kf {
 
 struct PeerOptions {
   EngineOptions engine;              // strategy: overridden by KUNGFU_ALLREDUCE_STRATEGY if set
-  SocketTransportOptions transport;  // secret: KUNGFU_SECRET when empty
+  SocketTransportOptions transport;  // secret: KUNGFU_SECRET when empty; tls: KUNGFU_TLS* when null
   bool wait_for_peers = true;        // the constructor waits (bounded) until all are connected
   Duration shutdown_limit = std::chrono::seconds(5);  // orderly close waits at most this long
   // Set: an elastic worker (from_env sets it under kfrun -w): the cluster can change at run time

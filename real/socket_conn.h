@@ -4,12 +4,16 @@
 // and lending. Include this header from those files only.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,8 @@
 #include "real/fd.h"
 #include "real/handshake.h"
 #include "real/socket_transport.h"
+#include "real/sockets.h"
+#include "real/tls_session.h"
 #include "real/wire.h"
 
 namespace kf {
@@ -31,7 +37,9 @@ inline constexpr Duration kMaxBackoff = std::chrono::seconds(1);
 
 // One socket: where its handshake stands, its write queue, and the decoder of what it reads.
 struct SocketTransport::Conn {
-  enum class Phase { connecting, await_welcome, await_hello, await_proof, established };
+  // TCP connections with a TLS context pass through `tls` (its handshake) before the KungFu
+  // handshake: after connecting (outbound) or from the start (inbound).
+  enum class Phase { connecting, tls, await_welcome, await_hello, await_proof, established };
   struct Out {
     std::vector<std::byte> prefix;
     Message message;
@@ -60,6 +68,32 @@ struct SocketTransport::Conn {
   bool lend = false;   // outbound: the acceptor copies large payloads out of our memory
   pid_t peer_pid = 0;  // inbound Unix socket: the connector's process, to copy from
   wire::FrameDecoder decoder;
+  std::unique_ptr<tls::Session> tls;  // set: every byte goes through it (declared after fd)
+
+  // The connection's bytes, through TLS when it has it, with the socket calls' conventions: a
+  // count, 0 at the end of the stream, -1 with errno (EAGAIN: not now).
+  ssize_t read_some(void* data, std::size_t size) {
+    return tls ? tls->read(data, size) : ::recv(fd.get(), data, size, 0);
+  }
+  ssize_t write_iov(iovec* iov, int count) {
+    if (tls) return tls->writev(iov, count);
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(count);
+    return ::sendmsg(fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  // Writes a whole handshake message. They are tiny and go first on a fresh connection, so the
+  // kernel's buffer always takes them at once; anything less is treated as a broken connection.
+  bool write_all(const std::vector<std::byte>& bytes) {
+    iovec iov{const_cast<std::byte*>(bytes.data()), bytes.size()};
+    return write_iov(&iov, 1) == static_cast<ssize_t>(bytes.size());
+  }
+  // A TLS failure proper (a refused certificate, a protocol error), not a cut connection.
+  bool tls_failed(int err) const { return tls && err == EPROTO; }
+  // Why the last read or write failed with `err`.
+  std::string io_error(int err) const {
+    return tls_failed(err) ? tls->error() : net::errno_text(err);
+  }
 };
 
 }  // namespace kf

@@ -39,6 +39,9 @@ SocketTransport::SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank,
   departed_.assign(n, false);
   pending_acks_.resize(n);
   staging_.resize(kStagingBytes);
+  // A program that built its options without TLS still honours KUNGFU_TLS=1: never plaintext
+  // where the job asked for TLS.
+  if (!options_.tls) options_.tls = tls::context_from_process_env();
 }
 
 SocketTransport::~SocketTransport() {
@@ -122,6 +125,10 @@ void SocketTransport::on_event(ConnId id, std::uint32_t events) {
     on_connected(c);
     return;
   }
+  if (c.phase == Conn::Phase::tls) {
+    continue_tls(c);
+    return;
+  }
   if ((events & EPOLLOUT) != 0 && c.phase == Conn::Phase::established) {
     flush(c);
     if (!conns_.contains(id)) return;
@@ -131,6 +138,13 @@ void SocketTransport::on_event(ConnId id, std::uint32_t events) {
       read_frames(c);
     } else {
       read_handshake(c);
+    }
+    // Bytes TLS has read ahead wake no epoll: come back for them (reads stop at a budget).
+    const auto again = conns_.find(id);
+    if (again != conns_.end() && again->second->tls && again->second->tls->has_pending()) {
+      loop_.post([this, alive = alive_, id] {
+        if (*alive) on_event(id, EPOLLIN);
+      });
     }
   }
 }
@@ -161,7 +175,7 @@ void SocketTransport::refuse(ConnId id, const std::string& why) {
   const auto it = conns_.find(id);
   if (it == conns_.end()) return;
   ++stats_.refused;
-  log(fmt::format("refused {}: {}", it->second->address, why));
+  refusal_log_.log(fmt::format("refused {}: {}", it->second->address, why));
   close(id, "");  // a stranger is not a peer: nothing to report to the engine
 }
 

@@ -14,8 +14,11 @@
 //
 // Connecting peers prove themselves with a handshake (cluster version, ranks, and mutual
 // HMAC-SHA256 when a secret is set); anything that fails it is refused, logged, and never
-// delivers a message. A connection to a known peer that breaks without an orderly "bye" turns
-// into on_peer_lost for that peer, reported once.
+// delivers a message. With a TLS context, every TCP connection is TLS 1.3 with mutual
+// certificate authentication first (real/tls_session.h), and the handshake and frames run inside
+// it; Unix-socket peers on the same host stay as they are (nothing they carry leaves the host). A
+// connection to a known peer that breaks without an orderly "bye" turns into on_peer_lost for that
+// peer, reported once.
 #pragma once
 
 #include <atomic>
@@ -29,7 +32,9 @@
 #include <vector>
 
 #include "real/epoll_loop.h"
+#include "real/rate_limited_log.h"
 #include "real/sockets.h"
+#include "real/tls_context.h"
 #include "runtime/cluster_spec.h"
 #include "runtime/transport.h"
 
@@ -49,6 +54,10 @@ struct SocketTransportOptions {
   // Payloads of at least this many bytes are sent from the engine's buffers without a copy
   // (written or lent from there); 0: always copy.
   std::size_t borrow_min_bytes = 64u << 10;
+  // TLS on every TCP connection (TLS 1.3, both sides' certificates verified against the CA); a
+  // peer that fails it is refused or lost, never talked to in plaintext. null: KUNGFU_TLS=1 with
+  // KUNGFU_TLS_CERT / _KEY / _CA in the environment, else none (tls::context_from_process_env).
+  std::shared_ptr<const tls::Context> tls;
   std::function<void(const std::string&)> log;  // default: stderr, prefixed "[kf] "
 };
 
@@ -58,11 +67,13 @@ struct SocketTransportStats {
   std::uint64_t bytes_received = 0;  // payload bytes of those messages
   std::uint64_t lent = 0;            // payloads sent by reference (same host)
   std::uint64_t borrowed = 0;        // payloads received by reference
+  std::uint64_t tls = 0;             // connections, either way, whose TLS handshake succeeded
 };
 
 class SocketTransport final : public Transport {
  public:
-  // Construct, use and destroy on `loop`'s thread.
+  // Construct, use and destroy on `loop`'s thread. Throws std::invalid_argument naming the
+  // variable or file when options.tls is null and the environment asks for TLS it cannot load.
   SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank, SocketTransportOptions options);
   ~SocketTransport() override;
   SocketTransport(const SocketTransport&) = delete;
@@ -98,6 +109,11 @@ class SocketTransport final : public Transport {
   void retry_connect(int rank, int err);
   void on_event(ConnId id, std::uint32_t events);
   void on_connected(Conn& c);
+  void send_hello(Conn& c);
+  // TLS on a fresh TCP connection (socket_transport_tls.cc): start, and step it on every event;
+  // once done the KungFu handshake follows inside it.
+  void start_tls(Conn& c);
+  void continue_tls(Conn& c);
   bool read_handshake(Conn& c);  // false: the connection was closed
   void accept_hello(Conn& c);
   void accept_proof(Conn& c);
@@ -155,6 +171,9 @@ class SocketTransport final : public Transport {
   bool shutting_down_ = false;
   std::function<void()> shutdown_done_;
   Executor::TimerId shutdown_timer_ = 0;
+  // Refusals of strangers and broken peers, which a scan or a flood sends in bursts.
+  RateLimitedLog refusal_log_{[this](const std::string& line) { log(line); },
+                              "refused connections"};
   std::vector<std::byte> staging_;  // small reads land here, then the decoder copies them out
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // guards timers past our death
 };

@@ -26,16 +26,6 @@
 #include "real/wire.h"
 
 namespace kf {
-namespace {
-
-// Writes a whole handshake message. They are tiny and go first on a fresh socket, so the
-// kernel's buffer always takes them at once; anything less is treated as a broken connection.
-bool send_all(int fd, const std::vector<std::byte>& bytes) {
-  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  return n == static_cast<ssize_t>(bytes.size());
-}
-
-}  // namespace
 
 // ---- connecting (this peer is the source) ----
 
@@ -91,6 +81,14 @@ void SocketTransport::on_connected(Conn& c) {
     return;
   }
   net::tune(c.fd.get(), c.tcp, c.tcp ? options_.tcp_buffer_bytes : options_.unix_buffer_bytes);
+  if (c.tcp && options_.tls) {
+    start_tls(c);  // says hello once TLS is up
+    return;
+  }
+  send_hello(c);
+}
+
+void SocketTransport::send_hello(Conn& c) {
   c.hello = handshake::Hello{.secured = !options_.secret.empty(),
                              .cluster_version = cluster_.version(),
                              .source_rank = static_cast<std::uint32_t>(rank_),
@@ -99,7 +97,7 @@ void SocketTransport::on_connected(Conn& c) {
   if (options_.lend_payloads && !c.tcp) {
     c.hello.nonce_address = reinterpret_cast<std::uintptr_t>(c.hello.nonce.data());
   }
-  if (!send_all(c.fd.get(), handshake::encode(c.hello))) {
+  if (!c.write_all(handshake::encode(c.hello))) {
     // Cut before any verdict, like a connection closed while we wait for the welcome (see
     // read_handshake): the peer's listener is being replaced. Try again within the deadline.
     const int code = errno;
@@ -151,11 +149,11 @@ void SocketTransport::take_welcome(Conn& c) {
     case handshake::WelcomeOutcome::accept:
       break;
   }
-  if (!send_all(c.fd.get(), [&] {
+  if (!c.write_all([&] {
         const auto mac = handshake::connector_mac(options_.secret, c.hello, w->nonce);
         return std::vector<std::byte>(mac.begin(), mac.end());
       }())) {
-    close(c.id, fmt::format("handshake with {} failed: {}", c.address, net::errno_text(errno)));
+    close(c.id, fmt::format("handshake with {} failed: {}", c.address, c.io_error(errno)));
     return;
   }
   c.phase = Conn::Phase::established;
@@ -198,7 +196,9 @@ void SocketTransport::on_accept(const Fd& listener) {
       it->second->hs_timer = 0;
       refuse(id, "no complete handshake in time");
     });
+    Conn& conn = *c;
     conns_.emplace(id, std::move(c));
+    if (conn.tcp && options_.tls) start_tls(conn);  // the hello comes inside TLS
   }
 }
 
@@ -234,7 +234,7 @@ void SocketTransport::accept_hello(Conn& c) {
     w.nonce = c.nonce;
     w.mac = handshake::acceptor_mac(options_.secret, c.hello, c.nonce);
   }
-  const bool sent = send_all(c.fd.get(), handshake::encode(w));
+  const bool sent = c.write_all(handshake::encode(w));
   if (verdict != Verdict::ok) {
     refuse(c.id, why);
     return;
@@ -274,18 +274,26 @@ bool SocketTransport::read_handshake(Conn& c) {
   while (c.hs.size() < c.hs_need) {
     const std::size_t have = c.hs.size();
     c.hs.resize(c.hs_need);
-    const ssize_t n = ::recv(c.fd.get(), c.hs.data() + have, c.hs_need - have, 0);
+    const ssize_t n = c.read_some(c.hs.data() + have, c.hs_need - have);
     c.hs.resize(have + static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
     if (n > 0) continue;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    const std::string err = n == 0 ? "closed" : net::errno_text(errno);
+    const int code = n == 0 ? ECONNRESET : errno;
+    const std::string err = n == 0 ? "closed" : c.io_error(code);
+    if (c.outbound && c.tls_failed(code)) {
+      // TLS 1.3 checks the connector's certificate after the connector's handshake is done, so
+      // a refusal of ours arrives here, as an alert: final, not a cut to retry.
+      const std::string why = fmt::format("{} refused us: {}", c.address, err);
+      log(why);
+      close(id, why);
+      return false;
+    }
     if (c.outbound) {
       // Cut before any verdict: the peer is starting, or is replacing its transport for a new
       // cluster version (elastic resize). Try again within the connect deadline; a refusal
       // proper comes as a verdict, never as this.
       const int rank = c.peer;
-      const int code = n == 0 ? ECONNRESET : errno;
       close(id, "");
       retry_connect(rank, code);
     } else {

@@ -44,9 +44,9 @@ void SocketTransport::read_frames(Conn& first) {
       const auto direct = c.decoder.direct_target();
       const bool into_payload = direct.size() >= kDirectMin;
       if (into_payload) {
-        n = ::recv(c.fd.get(), direct.data(), std::min(direct.size(), budget), 0);
+        n = c.read_some(direct.data(), std::min(direct.size(), budget));
       } else {
-        n = ::recv(c.fd.get(), staging_.data(), staging_.size(), 0);
+        n = c.read_some(staging_.data(), staging_.size());
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -58,7 +58,7 @@ void SocketTransport::read_frames(Conn& first) {
         const std::string why =
             orderly ? std::string()
                     : fmt::format("connection {} {} {}", c.outbound ? "to" : "from", c.address,
-                                  n == 0 ? "closed without a bye" : net::errno_text(errno));
+                                  n == 0 ? "closed without a bye" : c.io_error(errno));
         for (const auto ack : c.decoder.take_acks())
           lent_.erase(ack);
         if (!borrow(c, messages)) return;
@@ -91,7 +91,7 @@ void SocketTransport::read_frames(Conn& first) {
     deliver(peer, messages);  // may close any connection, this one included
     if (!error.empty()) {
       ++stats_.refused;
-      log(fmt::format("dropping the connection from rank {}: {}", peer, error));
+      refusal_log_.log(fmt::format("dropping the connection from rank {}: {}", peer, error));
       close(id, "protocol error: " + error);
       return;
     }

@@ -92,14 +92,11 @@ void SocketTransport::flush(Conn& c) {
         add(item.message.payload.data(), item.message.payload.size());
       }
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<std::size_t>(count);
-    const ssize_t n = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = c.write_iov(iov, count);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      close(c.id, fmt::format("write to {} failed: {}", c.address, net::errno_text(errno)));
+      close(c.id, fmt::format("write to {} failed: {}", c.address, c.io_error(errno)));
       return;
     }
     auto left = static_cast<std::size_t>(n);

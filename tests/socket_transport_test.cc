@@ -508,6 +508,37 @@ TEST(SocketTransport, StrangersAreDroppedAndDeliverNothing) {
   EXPECT_TRUE(server.lost().empty());  // a stranger is not a peer
 }
 
+TEST(SocketTransport, AFloodOfStrangersIsLoggedAtARateLimitWithACount) {
+  constexpr int kStrangers = 300;
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  std::vector<std::string> lines;
+  std::mutex mu;
+  {
+    Node server(cluster, 0, {.secret = "k", .log = [&](const std::string& line) {
+                               std::lock_guard lock(mu);
+                               lines.push_back(line);
+                             }});
+    const std::vector<std::byte> junk(handshake::kHelloBytes, std::byte{0x41});
+    for (int i = 0; i < kStrangers; ++i) {
+      const int fd = raw_connect(base);
+      ASSERT_GE(fd, 0);
+      ASSERT_GT(::send(fd, junk.data(), junk.size(), 0), 0);
+      ::close(fd);
+    }
+    ASSERT_TRUE(eventually([&] { return server.stats().refused >= kStrangers; }));
+  }  // the count of lines left out is logged when the transport goes
+  int shown = 0, counted = 0;
+  for (const auto& line : lines) {
+    if (line.rfind("refused ", 0) == 0) ++shown;
+    unsigned n = 0;
+    if (std::sscanf(line.c_str(), "(%u more refused connections not shown)", &n) == 1)
+      counted += static_cast<int>(n);
+  }
+  EXPECT_LT(shown, 100) << "not rate-limited";
+  EXPECT_EQ(shown + counted, kStrangers) << "every refusal is shown or counted";
+}
+
 TEST(SocketTransport, MalformedFrameFromAPeerDropsItsConnection) {
   const auto base = free_port_base(2);
   const ClusterSpec cluster = ClusterSpec::local(2, base);
