@@ -1,6 +1,7 @@
 // kfbench: collective benchmarks in nccl-tests' shape, run on every worker under kfrun.
 //   kfrun -np 4 kfbench allreduce -b 1K -e 256M -f 2 -n 20 -w 5 -c 1 -d float -o sum
 //   kfrun -np 2 kfbench tcp          (the raw single-stream TCP ceiling)
+//   kfrun -np 4 kfbench soak -duration 20m -b 4 -e 4M -f 8   (every collective, mixed, checked)
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "bench/kfbench_run.h"
+#include "bench/kfbench_soak.h"
 #include "gpu/gpu.h"
 #include "launch/flags.h"
 #include "launch/peer.h"
@@ -23,9 +25,12 @@ int main(int argc, char** argv) {
   int iters = 20, warmup = 5, check = 1, root = 0;
   std::string chunk_text, timeout_text = "120s";
   bool json = false;
-  app.add_option("collective", what, "allreduce | broadcast | allgather | reduce | tcp")
+  app.add_option("collective", what, "allreduce | broadcast | allgather | reduce | tcp | soak")
       ->required()
-      ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reduce", "tcp"}));
+      ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reduce", "tcp", "soak"}));
+  std::string duration_text = "1m";
+  app.add_option("--duration", duration_text,
+                 "soak: how long to run (30s, 20m); the sizes are -b..-e by -f or -i");
   app.add_option("--b", min_text, "smallest size in bytes (1K, 8M, ...)");
   app.add_option("--e", max_text, "largest size in bytes");
   app.add_option("--f", factor, "size factor between rows (above 1)");
@@ -103,11 +108,25 @@ int main(int argc, char** argv) {
     if (!dtype) throw std::invalid_argument("-d " + dtype_text + ": unknown dtype");
     const auto op = kf::parse_reduce_op(op_text);
     if (!op) throw std::invalid_argument("-o " + op_text + ": unknown op");
+    // soak: its duration, checked before waiting for the peers as every other flag is.
+    kf::bench::SoakBench soak{.min_bytes = min_bytes,
+                              .max_bytes = max_bytes,
+                              .factor = factor,
+                              .step = step_bytes,
+                              .json = json};
+    if (what == "soak") {
+      try {
+        soak.duration = kf::parse_flag_duration(duration_text);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("-duration " + duration_text + ": " + e.what());
+      }
+    }
     kf::Peer peer = kf::Peer::from_env(options);
     if (root < 0 || root >= peer.size()) {
       throw std::invalid_argument(
           fmt::format("-r {}: the root must be a rank, 0 to {}", root, peer.size() - 1));
     }
+    if (what == "soak") return kf::bench::run_soak(peer, soak, std::cout);
     if (what == "tcp") {
       const std::size_t bytes = max_text == "64M" ? std::size_t{1} << 30 : max_bytes;
       return kf::bench::run_tcp_bench(peer, bytes, std::max(iters / 4, 3), json, std::cout);

@@ -23,6 +23,8 @@ expect() {  # expect WANT_EXIT SUBSTRING -- COMMAND...
 expect 2 "-b 64M is larger than -e 1K" -- "$KFBENCH" allreduce -b 64M -e 1K
 expect 2 "too large" -- "$KFBENCH" allreduce -b 20000000000G
 expect 2 "-f 1: the factor" -- "$KFBENCH" allreduce -f 1
+expect 2 "-duration nope: 'nope' is not a duration" -- "$KFBENCH" soak -duration nope
+expect 2 "-duration -5s: must not be negative" -- "$KFBENCH" soak -duration -5s
 expect 2 "-f -2: the factor" -- "$KFBENCH" allreduce -f -2
 expect 2 "-f nan: the factor" -- "$KFBENCH" allreduce -f nan
 expect 2 "--n: Value -1 not in range" -- "$KFBENCH" allreduce -n -1
