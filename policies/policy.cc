@@ -32,8 +32,9 @@ std::vector<std::byte> encode(const std::vector<Action>& actions) {
     if (const auto* l = std::get_if<SetLearningRate>(&a)) text.append(fmt::format(" {:a}", l->value));
     text.push_back('\n');
   }
+  // No action encodes to nothing: memcpy must not see the empty vector's null data().
   std::vector<std::byte> out(text.size());
-  std::memcpy(out.data(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(out.data(), text.data(), text.size());
   return out;
 }
 
