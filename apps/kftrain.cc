@@ -10,12 +10,18 @@
 // loss, accuracy, gradient noise scale. Each worker writes the common records (steps.csv, ...)
 // into DIR/<ip>.<port>/.
 #include <fmt/format.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
+#include <memory>
 #include <optional>
+#include <stdexcept>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "gpu/gpu_step_backend.h"
 #include "launch/flags.h"
@@ -25,6 +31,7 @@
 #include "real/epoll_loop.h"
 #include "real/local_compute.h"
 #include "real/socket_transport.h"
+#include "workloads/gradient_program.h"
 #include "workloads/model.h"
 #include "workloads/numeric_program.h"
 #include "workloads/records.h"
@@ -37,6 +44,68 @@ std::string env_or(const char* name, const std::string& fallback = "") {
   return v != nullptr ? std::string(v) : fallback;
 }
 
+// A program whose state() (the model, or the allreduced gradients: what every worker of the
+// cluster must hold alike after a step) is digested with XXH3 each time the trainer asks for
+// the step's values, that is once per step after its communication; the digest goes to `sink`.
+class DigestingProgram final : public kf::StepProgram {
+ public:
+  DigestingProgram(std::unique_ptr<kf::StepProgram> inner, std::shared_ptr<std::uint64_t> sink)
+      : inner_(std::move(inner)), sink_(std::move(sink)) {}
+  void start(kf::Engine& engine, kf::DoneCallback done) override {
+    inner_->start(engine, std::move(done));
+  }
+  std::function<void()> compute(std::int64_t step, int batch_per_worker) override {
+    return inner_->compute(step, batch_per_worker);
+  }
+  void communicate(const kf::StepContext& context, kf::DoneCallback done) override {
+    inner_->communicate(context, std::move(done));
+  }
+  std::vector<kf::BufferView> state() override { return inner_->state(); }
+  void resized(int rank, int size) override { inner_->resized(rank, size); }
+  void values(std::map<std::string, double>& out) const override {
+    inner_->values(out);
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (const kf::BufferView& b : inner_->state())
+      if (!b.is_phantom()) XXH3_64bits_update(&state, b.data(), b.size_bytes());
+    *sink_ = XXH3_64bits_digest(&state);
+  }
+
+ private:
+  std::unique_ptr<kf::StepProgram> inner_;
+  std::shared_ptr<std::uint64_t> sink_;
+};
+
+// -journal: DIR/journal.csv gets one line per finished step, appended and flushed at once, so
+// that it survives the worker being killed (a SIGKILL loses no step the worker finished): pid,
+// rank, step, cluster size and the state's digest in hex. A worker started again on the same
+// address appends, told apart by its pid. tests/chaos/ compares the workers step by step by it.
+class StepJournal {
+ public:
+  explicit StepJournal(const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    const std::string path = dir + "/journal.csv";
+    const bool fresh = !std::filesystem::exists(path);
+    file_ = std::fopen(path.c_str(), "a");
+    if (file_ == nullptr) throw std::runtime_error("-journal: cannot open " + path);
+    if (fresh) line("pid,rank,step,cluster_size,digest\n");
+  }
+  ~StepJournal() { std::fclose(file_); }
+  StepJournal(const StepJournal&) = delete;
+  StepJournal& operator=(const StepJournal&) = delete;
+
+  void write(const kf::StepRecord& s, std::uint64_t digest) {
+    line(fmt::format("{},{},{},{},{:016x}\n", ::getpid(), s.rank, s.step, s.cluster_size, digest));
+  }
+
+ private:
+  void line(const std::string& text) {
+    std::fputs(text.c_str(), file_);
+    std::fflush(file_);
+  }
+  std::FILE* file_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,7 +114,7 @@ int main(int argc, char** argv) {
   int batch = 32, steps = 20, ping_every = 0;
   double compute_ms = -1;
   std::size_t fusion = 0;
-  bool verify = false, quiet = false;
+  bool verify = false, quiet = false, journal = false;
   std::vector<std::string> policy_flags;
   // Numeric training.
   std::string numeric, sync = "ssgd", dataset = "gaussian_mixture", data_dir,
@@ -90,6 +159,9 @@ int main(int argc, char** argv) {
   app.add_option("--variance-every", variance_every, "gradient variance every N steps (0: off)");
   app.add_option("--seed", seed, "data, initial model and peer choices");
   app.add_option("--out", out, "write records into OUT/<ip>.<port>/");
+  app.add_flag("--journal", journal,
+               "with -out: append each finished step at once to OUT/<ip>.<port>/journal.csv "
+               "(pid, rank, step, cluster size, digest of the model or allreduced gradients)");
   app.add_flag("--q", quiet, "no per-step lines");
   // GPU: real GPU compute and device-buffer allreduce.
   bool use_gpu = false, gpu_tf32 = false;
@@ -102,7 +174,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-strategy", gpu_strategy, "NCCL, NCCL_HIERARCHICAL, STAGED or STAGED:<S>");
   app.add_flag("--gpu-tf32", gpu_tf32, "let cuBLAS use TF32 tensor cores");
   app.add_option("--gpu-flops-scale", gpu_flops_scale, "scale the GEMM work per step");
-  auto args = kf::go_style_args(argc, argv, {"verify", "q", "gpu", "gpu-tf32"}, false);
+  auto args = kf::go_style_args(argc, argv, {"verify", "q", "journal", "gpu", "gpu-tf32"}, false);
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
@@ -188,6 +260,23 @@ int main(int argc, char** argv) {
       };
     }
 
+    const kf::PeerID& me = config.cluster.worker(config.rank);
+    const std::string record_dir = fmt::format("{}/{}.{}", out, me.host, me.port);
+    std::unique_ptr<StepJournal> step_journal;
+    auto digest = std::make_shared<std::uint64_t>(0);
+    if (journal) {
+      if (out.empty()) throw std::invalid_argument("-journal needs -out");
+      step_journal = std::make_unique<StepJournal>(record_dir);
+      if (!options.program) {
+        options.program = [&model, fusion, verify](int, int) {
+          return std::make_unique<kf::GradientProgram>(model, fusion, false, verify);
+        };
+      }
+      options.program = [inner = options.program, digest](int rank, int size) {
+        return std::make_unique<DigestingProgram>(inner(rank, size), digest);
+      };
+    }
+
     kf::EpollLoop loop;
     kf::LocalCompute compute(loop);
     kf::RunRecorder recorder;
@@ -200,23 +289,22 @@ int main(int argc, char** argv) {
       detached = trainer && trainer->detached();
       finished.set_value(s);
     };
-    if (!quiet) {
-      recorder.on_step_finished = [&](const kf::StepRecord& s) {
-        if (s.rank != 0) return;
-        std::string values;
-        for (const auto& [name, value] : s.metrics.values)
-          values += fmt::format(" {}={:.4g}", name, value);
-        // With -gpu the gradients go by the device strategy; the engine's own strategy then
-        // carries only the host stage of STAGED (and the runtime's small control collectives).
-        const std::string strategy =
-            use_gpu ? fmt::format("device {} (host {})", gpu_strategy, s.strategy) : s.strategy;
-        std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s%s\n",
-                    static_cast<long long>(s.step), s.cluster_size, strategy.c_str(),
-                    s.metrics.samples_per_second, values.c_str(), s.actions.empty() ? "" : " -> ",
-                    s.actions.c_str());
-        std::fflush(stdout);
-      };
-    }
+    recorder.on_step_finished = [&](const kf::StepRecord& s) {
+      if (step_journal) step_journal->write(s, *digest);
+      if (quiet || s.rank != 0) return;
+      std::string values;
+      for (const auto& [name, value] : s.metrics.values)
+        values += fmt::format(" {}={:.4g}", name, value);
+      // With -gpu the gradients go by the device strategy; the engine's own strategy then
+      // carries only the host stage of STAGED (and the runtime's small control collectives).
+      const std::string strategy =
+          use_gpu ? fmt::format("device {} (host {})", gpu_strategy, s.strategy) : s.strategy;
+      std::printf("step %lld: %d workers, %s, %.1f samples/s (this worker)%s%s%s\n",
+                  static_cast<long long>(s.step), s.cluster_size, strategy.c_str(),
+                  s.metrics.samples_per_second, values.c_str(), s.actions.empty() ? "" : " -> ",
+                  s.actions.c_str());
+      std::fflush(stdout);
+    };
     loop.call([&] {
       kf::TrainerWorld world{.executor = loop, .compute = compute};
       if (elastic) {
@@ -234,19 +322,26 @@ int main(int argc, char** argv) {
     });
     const kf::Status status = finished.get_future().get();
 
-    // Orderly close: the last messages out, a bye to every peer.
+    // The failure is reported at once, not after the close below.
+    if (!status.ok()) std::fprintf(stderr, "kftrain: %s\n", status.to_string().c_str());
+
+    // Orderly close: the last messages out, a bye to every peer. After a failure it waits only
+    // briefly: a stopped or vanished peer never answers, and the launcher should learn of the
+    // failure within the operation's timeout.
+    const auto close_limit = status.ok() ? std::chrono::seconds(10) : std::chrono::seconds(1);
     std::promise<void> closed;
     loop.call([&] {
       trainer.reset();
       if (membership) {
+        membership->limit_close(close_limit);
         membership->leave([&closed] { closed.set_value(); });
       } else if (fixed) {
-        fixed->shutdown(std::chrono::seconds(10), [&closed] { closed.set_value(); });
+        fixed->shutdown(close_limit, [&closed] { closed.set_value(); });
       } else {
         closed.set_value();
       }
     });
-    closed.get_future().wait_for(std::chrono::seconds(12));
+    closed.get_future().wait_for(close_limit + std::chrono::seconds(2));
     loop.call([&] {
       membership.reset();
       fixed.reset();
@@ -254,20 +349,13 @@ int main(int argc, char** argv) {
     loop.stop();
 
     if (!out.empty()) {
-      const kf::PeerID& me = config.cluster.worker(config.rank);
-      recorder.write(fmt::format("{}/{}.{}", out, me.host, me.port),
-                     recorder.summary({{"program", "kftrain"},
-                                       {"model", model_name},
-                                       {"device", device},
-                                       {"batch_per_worker", batch},
-                                       {"steps", steps},
-                                       {"detached", detached}},
-                                      {}));
+      nlohmann::json run = {{"program", "kftrain"}, {"model", model_name},
+                            {"device", device},     {"batch_per_worker", batch},
+                            {"steps", steps},       {"detached", detached}};
+      if (journal) run["pid"] = ::getpid();  // which run of this address wrote the records
+      recorder.write(record_dir, recorder.summary(run, {}));
     }
-    if (!status.ok()) {
-      std::fprintf(stderr, "kftrain: %s\n", status.to_string().c_str());
-      return 1;
-    }
+    if (!status.ok()) return 1;
     if (detached) std::printf("kftrain: detached (not in the new cluster): exiting\n");
     return 0;
   } catch (const std::exception& e) {

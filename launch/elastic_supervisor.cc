@@ -190,7 +190,6 @@ class ElasticRun {
     pool_.start(w);
     alive_.insert(w.id);
     last_code_.erase(w.id);
-    had_local_ = true;
   }
 
   void exited(const PeerID& id, int code) {
@@ -254,10 +253,11 @@ class ElasticRun {
       pool_.say("the config server holds no cluster any more (cleared): stopping");
       return true;
     }
-    if (fresh->version() > current_.version()) {
-      apply(*fresh, true);
-      return false;
-    }
+    // Not over while a newer version exists. The watcher hands it over with every version it
+    // skipped, in order: applying only the newest here would take a worker that a version in
+    // between dropped (and that exited 0 as told) for one that never left, and not start it
+    // again when the newest adds it back.
+    if (fresh->version() > current_.version()) return false;
     return finished_on(current_, false);
   }
 
@@ -266,7 +266,10 @@ class ElasticRun {
     for (const auto& id : spec.workers())
       if (id.host == elastic_.self) local.push_back(id);
     if (local.empty()) {
-      if (!had_local_ && !server_lost) return false;  // idle: growth may bring workers here
+      // Idle, whether it never had a worker or a shrink dropped all of them: a later resize may
+      // grow the job back onto this host, so watch on until the config is cleared (done() sees
+      // the 404) or the server is lost.
+      if (!server_lost) return false;
       pool_.say(fmt::format("cluster version {} has no worker on {}: done", spec.version(),
                             elastic_.self));
       return true;
@@ -296,7 +299,6 @@ class ElasticRun {
   WorkerPool pool_;
   Watcher watcher_;
   ClusterSpec current_;
-  bool had_local_ = false;             // this runner has started a worker
   std::set<PeerID> alive_;             // local workers running now
   std::map<PeerID, int> last_code_;    // exit code of each local worker's latest run
   std::map<PeerID, Dropped> dropped_;  // running, but no longer in the cluster

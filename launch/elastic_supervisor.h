@@ -43,9 +43,10 @@ ClusterSpec initial_cluster(const ConfigClient& client, const ClusterSpec& plann
 //     -timeout, 128 + signal when kfrun was signalled, after stopping the others (a worker
 //     stopped for overstaying its drop is not a failure);
 //   - 0 once no local worker runs and a fresh GET shows no newer version and every worker of the
-//     latest cluster on this host has run and exited 0, or the latest cluster has none here;
-//   - a runner that never had a local worker keeps watching (growth may bring one) until a
-//     version gives it one, the config is cleared (GET 404), or the server is lost: then 0.
+//     latest cluster on this host has run and exited 0;
+//   - a runner with no worker in the latest cluster (it never had one, or a shrink dropped them
+//     all) keeps watching (growth may bring one back) until a version gives it one, the config
+//     is cleared (GET 404), or the server is lost: then 0.
 int supervise_elastic(const ClusterSpec& initial, const ElasticOptions& elastic,
                       const SupervisorOptions& options);
 

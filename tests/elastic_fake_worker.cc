@@ -9,6 +9,14 @@
 //   put-and-exit rank 0 of version 0 PUTs a cluster of 4 and exits 0 at once, as does everyone
 //                (so kfrun may see the new version only after its workers are gone).
 //   wait         everyone waits (until kfrun stops them).
+//   drop-readd   2 workers on 2 hosts: rank 0 of version 0 PUTs a cluster of 1 and at once one
+//                of 2 again (the dropped worker back), then leaves DIR/go; the other worker
+//                exits 0 as soon as DIR/go exists, as one told to leave at version 1 would
+//                (so that its runner sees it gone before its watcher may have seen either
+//                version); started again for version 2 it leaves DIR/HOST_PORT.rejoined and
+//                exits 0; rank 0 waits for that marker.
+//   drop-readd-later  as drop-readd, but DIR/go comes after version 1 and version 2 1 s later
+//                (the runner sees its host left out of the latest cluster for a while).
 // Waits are bounded (exit 4 when the expected version never comes).
 //   elastic_fake_worker MODE DIR
 #include <fmt/format.h>
@@ -44,6 +52,56 @@ int slots_on(const std::string& host_slots, const std::string& host) {
   return 0;
 }
 
+// Waits (20 s at most) for `path` to exist, looking every `every`.
+bool wait_for_file(const std::string& path,
+                   std::chrono::milliseconds every = std::chrono::milliseconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+  return true;
+}
+
+int drop_readd(const kf::ConfigClient& client, const kf::WorkerConfig& config,
+               const std::string& dir, bool joining, bool later) {
+  const auto self = config.cluster.worker(config.rank);
+  if (joining) {
+    if (std::FILE* f = std::fopen((marker(dir, self) + ".rejoined").c_str(), "w"); f != nullptr)
+      std::fclose(f);
+    std::printf("rejoined at version %llu\n",
+                static_cast<unsigned long long>(config.cluster.version()));
+    return 0;
+  }
+  if (config.rank != 0) {
+    if (!wait_for_file(dir + "/go", 1ms)) return 4;
+    std::printf("told to leave: exiting\n");
+    return 0;
+  }
+  for (const auto& id : config.cluster.workers())
+    if (!wait_for_file(marker(dir, id))) return 4;
+  const auto port_begin = kf::parse_port_range(env("KUNGFU_PORT_RANGE")).begin;
+  const auto go = [&dir] {
+    if (std::FILE* f = std::fopen((dir + "/go").c_str(), "w"); f != nullptr) std::fclose(f);
+  };
+  const auto v1 = client.put(config.cluster.resized(1, port_begin, 1));
+  if (later) {
+    go();
+    std::this_thread::sleep_for(1s);
+  }
+  const auto v2 = client.put(v1.resized(2, port_begin, 1));
+  if (!later) go();
+  std::printf("put versions %llu and %llu: %s\n", static_cast<unsigned long long>(v1.version()),
+              static_cast<unsigned long long>(v2.version()), kf::join_peers(v2.workers()).c_str());
+  std::fflush(stdout);
+  if (!wait_for_file(marker(dir, v2.worker(1)) + ".rejoined")) {
+    std::printf("%s was never started again\n", v2.worker(1).to_string().c_str());
+    return 4;
+  }
+  std::printf("the re-added worker started again\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +132,8 @@ int main(int argc, char** argv) {
     const bool grow = mode == "grow-shrink" || mode == "stubborn" || mode == "grow-fail" ||
                       mode == "put-and-exit";
 
+    if (mode == "drop-readd" || mode == "drop-readd-later")
+      return drop_readd(client, config, dir, joining, mode == "drop-readd-later");
     if (mode == "fail" && config.rank == 1) {
       std::printf("rank 1 failing on purpose\n");
       return 3;

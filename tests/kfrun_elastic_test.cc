@@ -203,6 +203,42 @@ TEST_F(KfrunElastic, GrowthSeenOnlyAfterEveryWorkerLeftStillStartsTheNewOnes) {
       << r.output;
 }
 
+TEST_F(KfrunElastic, AWorkerDroppedAndAddedBackIsStartedAgain) {
+  // Two resizes drop the second host's only worker and add it back; the worker exits 0 as told.
+  // Rounds 0 and 1: both at once, the worker gone right after them, so its runner often learns
+  // of both only from its fresh GET once nothing runs there: it must still apply version 1
+  // before 2 and start the worker again. Round 2: version 2 a second later, so the runner first
+  // sees its host left out of the latest cluster: it must keep watching for growth, not stop.
+  // (Both found by tests/chaos/.)
+  const auto config_port = testing::free_port_base(3);
+  ASSERT_NE(config_port, 0);
+  for (int round = 0; round < 3; ++round) {
+    const std::string mode = round < 2 ? "drop-readd" : "drop-readd-later";
+    const auto sub = dir / std::to_string(round);
+    std::filesystem::create_directories(sub);
+    const auto runner = [&](const std::string& self, const std::string& config) {
+      return fmt::format(
+          "{} -w -timeout 50s -port-range {}-{} -np 2 -H 127.0.0.1:1,127.0.0.2:1 -self {} {} {} "
+          "{} {}",
+          KFRUN, base, base + 7, self, config, FAKE_WORKER, mode, sub.string());
+    };
+    const int port = config_port + round;
+    const std::string a = runner("127.0.0.1", fmt::format("-builtin-config-port {}", port));
+    const std::string b =
+        runner("127.0.0.2", fmt::format("-config-server http://127.0.0.1:{}/config", port));
+    const auto r = run_command(fmt::format(
+        "export KUNGFU_SECRET=tok; {} >{}/a.log 2>&1 & pa=$!; {} >{}/b.log 2>&1; rb=$?; "
+        "wait $pa; echo codes $? $rb; cat {}/a.log {}/b.log",
+        a, sub.string(), b, sub.string(), sub.string(), sub.string()));
+    EXPECT_TRUE(has(r.output, "codes 0 0")) << mode << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, fmt::format("{}start self={} version=2 joining=1",
+                                          tag(0, "127.0.0.2"), worker(0, "127.0.0.2"))))
+        << mode << "\n"
+        << r.output;
+    EXPECT_TRUE(has(r.output, "the re-added worker started again")) << mode << "\n" << r.output;
+  }
+}
+
 TEST_F(KfrunElastic, SigtermIsForwarded) {
   const auto config_port = testing::free_port_base(1);
   ASSERT_NE(config_port, 0);
