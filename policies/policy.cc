@@ -7,15 +7,14 @@
 namespace kf {
 
 std::string describe(const Action& action) {
-  return std::visit(
-      Overloaded{
-          [](const SwitchStrategy& a) { return "switch " + a.label; },
-          [](const Resize& a) { return fmt::format("resize {}", a.workers); },
-          [](const SetBatchSize& a) { return fmt::format("batch {}", a.per_worker); },
-          [](const SetLearningRate& a) { return fmt::format("lr {}", a.value); },
-          [](const StopTraining& a) { return "stop (" + a.reason + ")"; },
-      },
-      action);
+  return std::visit(Overloaded{
+                        [](const SwitchStrategy& a) { return "switch " + a.label; },
+                        [](const Resize& a) { return fmt::format("resize {}", a.workers); },
+                        [](const SetBatchSize& a) { return fmt::format("batch {}", a.per_worker); },
+                        [](const SetLearningRate& a) { return fmt::format("lr {}", a.value); },
+                        [](const StopTraining& a) { return "stop (" + a.reason + ")"; },
+                    },
+                    action);
 }
 
 std::vector<std::byte> encode(const std::vector<Action>& actions) {
@@ -29,7 +28,8 @@ std::vector<std::byte> encode(const std::vector<Action>& actions) {
       for (int p : s->forest)
         text.append(fmt::format("{},", p));
     }
-    if (const auto* l = std::get_if<SetLearningRate>(&a)) text.append(fmt::format(" {:a}", l->value));
+    if (const auto* l = std::get_if<SetLearningRate>(&a))
+      text.append(fmt::format(" {:a}", l->value));
     text.push_back('\n');
   }
   // No action encodes to nothing: memcpy must not see the empty vector's null data().
