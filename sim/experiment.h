@@ -1,16 +1,20 @@
 // Experiments: what one kfsim invocation runs. A scenario is one run, or several: one per value of
 // its `sweep:` (OUT/KEY=VALUE/ and OUT/sweep.csv), one per arm of its `variants:` (OUT/NAME/,
 // OUT/summary.json and OUT/variants.csv), or each of those in several worlds side by side
-// (--compare: OUT[/ARM]/WORLD/ and compare.csv). What the terminal shows (progress, summaries,
+// (--compare: OUT[/ARM]/WORLD/ and compare.csv). With `seeds: N` > 1 every arm runs N times
+// (ARM/seed=S/) and the tables summarize each figure over the seeds; --jobs runs the independent
+// runs in worker processes (sim/parallel_runs.h). What the terminal shows (progress, summaries,
 // tables) comes from sim/report.h; the records are the same with or without it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/scenario/scenario.h"
+#include "sim/simulation.h"
 
 namespace kf {
 
@@ -35,6 +39,9 @@ struct ExperimentOptions {
   std::string out;                     // the experiment's directory
   bool quiet = false;                  // no progress bar, summaries or tables
   std::vector<WorldKind> compare;      // two or more: run every arm in each (--compare)
+  // Independent runs (arms x seeds) in this many worker processes at once (--jobs); the records
+  // are the same for every value. --compare runs in sequence.
+  int jobs = 1;
 };
 
 // Runs one scenario into `out`. 0 when it ran as planned, 1 when it ended with errors that no
@@ -42,8 +49,17 @@ struct ExperimentOptions {
 int run_scenario(const Scenario& scenario, const std::string& out, bool quiet,
                  nlohmann::json* summary = nullptr);
 
-// Runs the whole experiment: 0, or 1 when any run ended with unexplained errors. Throws
-// ScenarioError for a bad arm and std::runtime_error for records it cannot write.
+// run_scenario with its progress reported to `progress` and `simulated` called once the simulation
+// ends, before the records are written (a progress bar ends its line there).
+int run_reporting(const Scenario& scenario, const std::string& out, bool quiet,
+                  nlohmann::json* summary,
+                  const std::function<void(const SimulationProgress&)>& progress,
+                  const std::function<void()>& simulated);
+
+// Runs the whole experiment: every arm at `seeds` seeds (seed, seed + 1, ...; with more than one,
+// each into ARM/seed=S/ and the figures summarized over them, sim/seed_summary.h): 0, or 1 when any
+// run ended with unexplained errors. Throws ScenarioError for a bad arm and std::runtime_error for
+// records it cannot write.
 int run_experiment(const Scenario& scenario, const ExperimentOptions& options);
 
 }  // namespace kf

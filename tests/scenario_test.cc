@@ -630,6 +630,20 @@ TEST(Scenario, VariantsStartFromTheOverriddenBase) {
   EXPECT_EQ(t.variants[1].overrides.back(), "steps=5");
 }
 
+TEST(Scenario, SeedsDefaultToOneAndAreReadAtTheTopLevel) {
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml").seeds, 1);
+  EXPECT_EQ(parse_scenario(kBase + "seeds: 3\n", "s.yaml").seeds, 3);
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml", {"seeds=4"}).seeds, 4);
+}
+
+TEST(ScenarioErrors, Seeds) {
+  expect_parse_error(kBase + "seeds: 0\n", 3, 8, "seeds: must be at least 1, got 0");
+  expect_parse_error(kBase + "seeds: two\n", 3, 8, "seeds: expected an integer, got 'two'");
+  expect_parse_error(kBase + "sweep: {key: seeds, values: [1, 2]}\n", 3, 14,
+                     "sweep.key: seeds is not a sweep key");
+  expect_parse_error(kBase + "variants:\n  a: {seeds: 2}\n", 4, 7, "a variant cannot set 'seeds'");
+}
+
 TEST(ScenarioErrors, Variants) {
   const std::string v = kBase + "variants:";  // "variants:" is line 3
   expect_parse_error(v + " []\n", 3, 11, "variants: expected a map of named variants");

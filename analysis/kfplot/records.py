@@ -371,6 +371,10 @@ class SweepRow:
     ideal: float
     efficiency: float
     median_step_s: float
+    # With `seeds: N` > 1 the figures above are means over N seeds, and the throughput's 95%
+    # confidence interval (Student's t) is given; None for a single seed.
+    seeds: int = 1
+    throughput_ci: tuple[float, float] | None = None
 
 
 def load_sweep(path: Path | str) -> list[SweepRow]:
@@ -383,20 +387,32 @@ def load_sweep(path: Path | str) -> list[SweepRow]:
     out = []
     for line, r in _read_csv(path, cols):
         f = lambda name, conv: _field(path, line, r, name, conv)  # noqa: E731
+        ci = None
+        if r.get("throughput_samples_per_s_ci95_low"):
+            ci = (f("throughput_samples_per_s_ci95_low", float),
+                  f("throughput_samples_per_s_ci95_high", float))
         out.append(SweepRow(key=r["key"], value=r["value"], workers=f("workers", int),
                             strategy=r["strategy"], throughput=f("throughput_samples_per_s", float),
                             ideal=f("ideal_samples_per_s", float), efficiency=f("efficiency", float),
-                            median_step_s=f("median_step_s", float)))
+                            median_step_s=f("median_step_s", float),
+                            seeds=f("seeds", int) if r.get("seeds") else 1, throughput_ci=ci))
     if not out:
         raise RecordError(f"{path}: no rows")
     return out
 
 
 def sub_runs(d: Path) -> list[Path]:
-    """Run directories one level below d (a sweep's or a scenario's variants), in name order."""
+    """Run directories one level below d (a sweep's or a scenario's variants), in name order; an
+    arm run at several seeds (kfsim's `seeds: N`) contributes its ARM/seed=S/ runs."""
     if not d.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if p.is_dir() and is_run_dir(p) and not _WORKER_DIR.match(p.name))
+    out = []
+    for p in sorted(q for q in d.iterdir() if q.is_dir() and not _WORKER_DIR.match(q.name)):
+        if is_run_dir(p):
+            out.append(p)
+        else:
+            out += sorted(q for q in p.iterdir() if q.is_dir() and q.name.startswith("seed=") and is_run_dir(q))
+    return out
 
 
 @dataclass

@@ -79,7 +79,8 @@ def plot_paths(paths: Sequence[Path | str], out: Path | str | None = None,
         if not subs:
             raise RecordError(f"{p}: no records here (steps.csv, sweep.csv, <ip>.<port>/ worker "
                               "directories or run subdirectories)")
-        group = [load_run(s) for s in subs]
+        # ARM/seed=S/ runs are labelled by both names.
+        group = [load_run(s, None if s.parent == p else f"{s.parent.name}/{s.name}") for s in subs]
         written += plot_group(group, p)
         runs += group
     if benches:

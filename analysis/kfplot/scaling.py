@@ -29,6 +29,10 @@ def scaling(sweeps: Sequence[tuple[str, Sequence[SweepRow]]], base: Path | str,
             by_workers = sweeps_key_is_workers(rows)
             xs = [r.workers if by_workers else float(r.value) for r in rows]
             ax.plot(xs, [r.throughput for r in rows], marker="o", color=c, label=f"{label}: actual")
+            if any(r.throughput_ci for r in rows):  # means over seeds: their 95% interval as a band
+                ax.fill_between(xs, [r.throughput_ci[0] if r.throughput_ci else r.throughput for r in rows],
+                                [r.throughput_ci[1] if r.throughput_ci else r.throughput for r in rows],
+                                color=c, alpha=0.2, lw=0, label=f"{label}: 95% interval ({rows[0].seeds} seeds)")
             ax.plot(xs, [r.ideal for r in rows], ls="--", marker="x", color=c, alpha=0.7,
                     label=f"{label}: ideal (no communication)")
             for x, r in zip(xs, rows):
@@ -48,8 +52,14 @@ def scaling(sweeps: Sequence[tuple[str, Sequence[SweepRow]]], base: Path | str,
         for i, ((label, rows), c) in enumerate(zip(sweeps, colours(n))):
             by = {r.value: r for r in rows}
             xs = [j + (i - (n - 1) / 2) * width for j, v in enumerate(values) if v in by]
-            ax.bar(xs, [by[v].throughput for v in values if v in by], width, color=c,
-                   label=f"{label}: actual")
+            shown = [by[v] for v in values if v in by]
+            # Means over seeds: their 95% interval as error bars.
+            err = None
+            if any(r.throughput_ci for r in shown):
+                err = [[r.throughput - r.throughput_ci[0] if r.throughput_ci else 0 for r in shown],
+                       [r.throughput_ci[1] - r.throughput if r.throughput_ci else 0 for r in shown]]
+            ax.bar(xs, [r.throughput for r in shown], width, color=c, yerr=err, capsize=3,
+                   label=f"{label}: actual" + (f" (mean, 95% interval, {shown[0].seeds} seeds)" if err else ""))
             ax.scatter(xs, [by[v].ideal for v in values if v in by], marker="_", s=300, color="black",
                        label="ideal (no communication)" if i == 0 else None)
         ax.set_xticks(range(len(values)))

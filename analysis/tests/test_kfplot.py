@@ -145,6 +145,15 @@ class LoaderTest(unittest.TestCase):
             "topology.hosts,4,4,BINARY_TREE_STAR,150,208,0.72,0.8,0\n")
         rows = records.load_sweep(self.dir)
         self.assertEqual([r.workers for r in rows], [2, 4])
+        self.assertEqual([r.throughput_ci for r in rows], [None, None])
+        # At several seeds: the means, and the throughput's interval for the band / error bars.
+        stat = lambda f: f"{f},{f}_sd,{f}_ci95_low,{f}_ci95_high"  # noqa: E731
+        (self.dir / "seeded.csv").write_text(
+            f"key,value,seeds,workers,strategy,{stat('throughput_samples_per_s')},"
+            f"{stat('ideal_samples_per_s')},{stat('efficiency')},{stat('median_step_s')},errors\n"
+            "strategy,STAR,3,8,STAR,590,93,359,822,2936,0,2936,2936,0.2,0.03,0.12,0.28,0.9,0.2,0.4,1.4,0\n")
+        seeded = records.load_sweep(self.dir / "seeded.csv")
+        self.assertEqual((seeded[0].seeds, seeded[0].throughput, seeded[0].throughput_ci), (3, 590, (359, 822)))
         (self.dir / "bad.csv").write_text("key,value\nx,1\n")
         with self.assertRaisesRegex(RecordError, "bad.csv: missing column"):
             records.load_sweep(self.dir / "bad.csv")

@@ -184,7 +184,7 @@ Scenario ScenarioReader::build(const Node& root) const {
   }
   // clang-format off
   const MapView m(*this, root, "",
-                  {"name", "description", "seed", "steps", "world", "flow_tcp", "topology",
+                  {"name", "description", "seed", "seeds", "steps", "world", "flow_tcp", "topology",
                    "workload", "strategy", "optimizer", "chunk", "timeout", "policy", "elastic",
                    "monitoring", "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
   // clang-format on
@@ -194,6 +194,7 @@ Scenario ScenarioReader::build(const Node& root) const {
   if (const auto v = m.get("name")) sc.name = string(*v, "name");
   if (const auto v = m.get("description")) sc.description = string(*v, "description");
   if (const auto v = m.get("seed")) sc.seed = static_cast<std::uint64_t>(integer(*v, "seed", 0));
+  if (const auto v = m.get("seeds")) sc.seeds = int32(*v, "seeds", 1);
   sc.steps = int32(m.require("steps"), "steps", 1);
   if (const auto v = m.get("world"))
     sc.world = option<WorldKind>(*v, "world", "a world name", "world");
@@ -519,6 +520,9 @@ Sweep ScenarioReader::sweep(const Node& n, const Node& root) const {
   if (sw.key == "sweep" || sw.key.rfind("sweep.", 0) == 0) {
     fail(m.require("key"), "sweep.key", "a sweep cannot sweep itself");
   }
+  if (sw.key == "seeds") {
+    fail(m.require("key"), "sweep.key", "seeds is not a sweep key: every value runs at `seeds: N`");
+  }
   const Node& values = m.require("values");
   if (!values.IsSequence() || values.size() == 0) {
     fail(values, "sweep.values", "expected a non-empty list of values, got " + describe(values));
@@ -586,7 +590,8 @@ std::vector<Variant> ScenarioReader::variants(const Node& n) const {
                "empty key in '" + key +
                    "'; expected a key path like steps or workload.batch_per_worker");
         }
-        if (parts.front() == "variants" || parts.front() == "sweep") {
+        // Every arm runs at the experiment's seeds, so that their statistics compare.
+        if (parts.front() == "variants" || parts.front() == "sweep" || parts.front() == "seeds") {
           fail(e->first, path + "." + key, "a variant cannot set '" + parts.front() + "'", false);
         }
         if (std::find(keys.begin(), keys.end(), key) != keys.end()) {

@@ -231,6 +231,9 @@ struct Scenario {
   std::string name;
   std::string description;
   std::uint64_t seed = 1;
+  // Runs of each arm (sweep value, variant), at seeds seed, seed + 1, ..., seed + seeds - 1; the
+  // experiment reports each figure's mean and 95% interval over them (sim/seed_stats.h).
+  int seeds = 1;
   int steps = 10;
   WorldKind world = WorldKind::ns3;
   FlowSharing flow_tcp = FlowSharing::cubic;  // the flow world's sharing
