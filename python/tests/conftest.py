@@ -7,12 +7,9 @@ KFRUN (the kfrun binary) and KF_PYTHON_DIR (build/<flavour>/python).
 
 from __future__ import annotations
 
-import fcntl
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +17,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+import port_lease  # noqa: E402  (tests/port_lease.py, shared with the C++ and shell tests)
 
 HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "workers"
@@ -40,59 +40,10 @@ def kfrun() -> str:
     return k
 
 
-_LEASE_FIRST, _LEASE_BLOCK, _LEASE_END = 20000, 64, 32768
-_LEASE_DIR = Path("/tmp/kf-test-ports")
-_leased: list[int] = []  # lock fds held until this process exits: the leases
-
-
-def _can_bind(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the runtime binds
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def _lock_block(first_port: int) -> Optional[int]:
-    fd = os.open(_LEASE_DIR / f"{first_port}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return fd
-    except OSError:
-        os.close(fd)
-        return None
-
-
 def free_port_base(n: int) -> int:
     """The first of n + 1 consecutive ports (p .. p+n) leased to this process until it exits, so
-    that no two tests running at once (C++, Python or shell) meet: the contract of
-    tests/port_lease.h (blocks of 64 in 20000-32767, each an flock on
-    /tmp/kf-test-ports/<first>.lock). Raises when every block is taken."""
-    _LEASE_DIR.mkdir(exist_ok=True)
-    try:
-        os.chmod(_LEASE_DIR, 0o1777)  # every user's tests share it
-    except PermissionError:
-        pass
-    blocks = (n + 1 + _LEASE_BLOCK - 1) // _LEASE_BLOCK
-    starts = (_LEASE_END - _LEASE_FIRST) // _LEASE_BLOCK - blocks + 1
-    offset = random.randrange(starts)
-    for i in range(starts):
-        first = (offset + i) % starts
-        held = []
-        for b in range(first, first + blocks):
-            fd = _lock_block(_LEASE_FIRST + b * _LEASE_BLOCK)
-            if fd is None:
-                break
-            held.append(fd)
-        base = _LEASE_FIRST + first * _LEASE_BLOCK
-        if len(held) == blocks and all(_can_bind(p) for p in range(base, base + n + 1)):
-            _leased.extend(held)
-            return base
-        for fd in held:
-            os.close(fd)
-    raise RuntimeError("free_port_base: every port block in 20000-32767 is taken")
+    that no two tests running at once (C++, Python or shell) meet: tests/port_lease.py."""
+    return port_lease.lease_ports(n + 1)
 
 
 def worker_env(extra: Optional[dict] = None) -> dict:

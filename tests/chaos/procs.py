@@ -6,20 +6,17 @@ tests/port_lease.h, so that the campaign never meets a test running beside it.""
 from __future__ import annotations
 
 import ctypes
-import errno
-import fcntl
 import os
-import random
 import signal
-import socket
+import sys
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import port_lease  # noqa: E402  (tests/port_lease.py, shared with the C++ and shell tests)
+
 PR_SET_CHILD_SUBREAPER = 36
-_LEASE_DIR = Path("/tmp/kf-test-ports")
-_LEASE_FIRST, _LEASE_END, _LEASE_BLOCK = 20000, 32768, 64
-_leased: list[int] = []  # lock fds held until the process exits
 
 
 def become_subreaper() -> None:
@@ -129,52 +126,6 @@ def signal_pid(pid: int, sig: int) -> bool:
     return True
 
 
-def _lock_block(first: int) -> Optional[int]:
-    fd = os.open(_LEASE_DIR / f"{first}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return None
-        raise
-    return fd
-
-
-def _can_bind(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def lease_ports(n: int) -> int:
-    """The first of n consecutive ports leased to this process until it exits (blocks of 64 in
-    20000-32767, each an flock on /tmp/kf-test-ports/<first>.lock: python/tests/conftest.py's
-    free_port_base). Raises RuntimeError when every block is taken."""
-    _LEASE_DIR.mkdir(exist_ok=True)
-    try:
-        os.chmod(_LEASE_DIR, 0o1777)
-    except PermissionError:
-        pass
-    blocks = (n + _LEASE_BLOCK - 1) // _LEASE_BLOCK
-    starts = (_LEASE_END - _LEASE_FIRST) // _LEASE_BLOCK - blocks + 1
-    offset = random.randrange(starts)
-    for i in range(starts):
-        first = (offset + i) % starts
-        held = []
-        for b in range(first, first + blocks):
-            fd = _lock_block(_LEASE_FIRST + b * _LEASE_BLOCK)
-            if fd is None:
-                break
-            held.append(fd)
-        base = _LEASE_FIRST + first * _LEASE_BLOCK
-        if len(held) == blocks and all(_can_bind(p) for p in range(base, base + n)):
-            _leased.extend(held)
-            return base
-        for fd in held:
-            os.close(fd)
-    raise RuntimeError("lease_ports: every port block in 20000-32767 is taken")
+    """The first of n consecutive ports leased to this process until it exits: tests/port_lease.py."""
+    return port_lease.lease_ports(n)
