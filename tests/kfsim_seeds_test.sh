@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kfsim's seeds and worker processes: `seeds: N` / --seeds runs every arm N times into
 # ARM/seed=S/ and summarizes each figure (mean, sd, 95% Student's t interval) in sweep.csv,
-# variants.csv and summary.json; --jobs N gives byte-identical records to --jobs 1; bad values
-# exit 2 naming their place.
+# variants.csv and summary.json; --jobs N gives byte-identical records to --jobs 1; an experiment
+# killed mid-way and run again runs only what is missing, and a changed scenario runs everything
+# again; --collect merges; bad values exit 2 naming their place.
 #
 #   tests/kfsim_seeds_test.sh KFSIM ROOT
 set -uo pipefail
@@ -89,6 +90,70 @@ same_records "ns-3 sweep at 2 seeds, --jobs 2 = --jobs 1" "$work/s1" "$work/s2"
 same_records "ns-3 sweep at 1 seed, --jobs 2 = --jobs 1" "$work/o1" "$work/o2"
 [[ ! -e "$work/o1/strategy=STAR/seed=1" ]] || fail "one seed made a seed=S directory"
 [[ ! -e "$work/o1/summary.json" ]] || fail "one seed made a sweep summary.json"
+
+# Resumable: killed (SIGKILL, no clean-up) once two runs are complete, then run again into the
+# same directory: the finished runs are not run again and the records equal an uninterrupted run.
+slow=(--world ns3 --set workload.model=resnet56 --set steps=25 --set 'sweep.values=[STAR,RING,BINARY_TREE_STAR]' --seeds 2)
+"$kfsim" "$root/scenarios/strategies.yaml" "${slow[@]}" -q --out "$work/r0" || fail "uninterrupted"
+"$kfsim" "$root/scenarios/strategies.yaml" "${slow[@]}" -q --out "$work/r1" &
+pid=$!
+for _ in $(seq 600); do
+  [[ $(find "$work/r1" -name run.json 2>/dev/null | wc -l) -ge 2 ]] && break
+  sleep 0.05
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+done_before="$(find "$work/r1" -name run.json | LC_ALL=C sort)"
+if [[ $(wc -l <<<"$done_before") -lt 2 || $(wc -l <<<"$done_before") -ge 6 ]]; then
+  fail "resume: the kill came when $(wc -l <<<"$done_before") of 6 runs were complete"
+fi
+stamps() { for m in $done_before; do stat -c '%n %i %Y' "$m" "$(dirname "$m")/summary.json"; done; }
+before="$(stamps)"
+out="$("$kfsim" "$root/scenarios/strategies.yaml" "${slow[@]}" --out "$work/r1" 2>&1)" ||
+  fail "resume exited $?"
+n_done=$(wc -l <<<"$done_before")
+if grep -q "$n_done of 6 runs complete from before; running $((6 - n_done))" <<<"$out" &&
+  [[ "$(stamps)" == "$before" ]]; then
+  echo "ok   resume: $n_done finished runs kept, $((6 - n_done)) run"
+else
+  fail "resume: finished runs were run again or not reported ($(head -1 <<<"$out"))"
+fi
+same_records "resumed = uninterrupted" "$work/r0" "$work/r1"
+out="$("$kfsim" "$root/scenarios/strategies.yaml" "${slow[@]}" --set steps=24 -q --out "$work/r1" 2>&1)" ||
+  fail "changed scenario exited $?"
+if [[ -z "$out" ]] && ! cmp -s "$work/r0/strategy=STAR/seed=1/run.json" "$work/r1/strategy=STAR/seed=1/run.json"; then
+  echo "ok   a changed override runs every run again"
+else
+  fail "a changed override kept old records: $out"
+fi
+
+# --collect merges the same tables; it names what is missing (exit 1) and refuses what is no
+# experiment (exit 2).
+cp -r "$work/r0" "$work/c" && rm "$work/c/sweep.csv" "$work/c/summary.json"
+"$kfsim" --collect "$work/c" -q || fail "--collect exited $?"
+cmp -s "$work/r0/sweep.csv" "$work/c/sweep.csv" && cmp -s "$work/r0/summary.json" "$work/c/summary.json" &&
+  echo "ok   --collect: sweep.csv and summary.json as the run wrote them" || fail "--collect differs"
+rm "$work/c/strategy=RING/seed=2/run.json"
+err="$("$kfsim" --collect "$work/c" -q 2>&1)"
+code=$?
+[[ $code -eq 1 ]] && grep -q "run 3: RING, seed 2: incomplete records" <<<"$err" &&
+  echo "ok   --collect names a missing run: $(sed -n 2p <<<"$err")" ||
+  fail "--collect with a missing run: exit $code, $err"
+expect_collect_error() {  # name, pattern, dir
+  local err code
+  err="$("$kfsim" --collect "$3" 2>&1)"
+  code=$?
+  [[ $code -eq 2 ]] && grep -Eq -- "$2" <<<"$err" && echo "ok   $1: $err" || fail "$1: exit $code, $err"
+}
+expect_collect_error "--collect on no experiment" "holds no experiment: .*experiment.json is missing" "$work"
+expect_collect_error "--collect on no directory" "is not a directory" "$work/nothing"
+echo '{"kfsim_experiment": 1}' >"$work/c/experiment.json"
+expect_collect_error "--collect on a broken manifest" "experiment.json: .*file" "$work/c"
+err="$(PATH=/nonexistent "$kfsim" "$work/variants.yaml" --slurm -q --out "$work/err" 2>&1)"
+code=$?
+[[ $code -eq 2 ]] && grep -q -- "--slurm needs Slurm's sbatch on PATH" <<<"$err" &&
+  echo "ok   --slurm without sbatch: $err" || fail "--slurm without sbatch: exit $code, $err"
+expect_error "sbatch options without --slurm" "need --slurm" "$work/variants.yaml" -- --time=5
 
 # The tables against the runs' own summaries, with t(0.975, n - 1) from a printed table.
 /usr/bin/python3 - "$work" <<'PY' || failures=$((failures + 1))

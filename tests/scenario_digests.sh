@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every shipped scenario briefly in both simulated worlds and compares the SHA-256 of every
-# record it writes (all but perf.json, which holds wall-clock figures) with the committed list
-# tests/data/scenario_digests.txt. A refactoring must leave every digest as it was; a change of
+# record it writes with the committed list tests/data/scenario_digests.txt: all but perf.json
+# (wall-clock figures) and an experiment's bookkeeping, experiment.json and run.json (they name
+# this build and path). A refactoring must leave every digest as it was; a change of
 # behaviour updates the list on purpose (--update) and says why in its commit.
 #
 #   tests/scenario_digests.sh KFSIM ROOT [--update]
@@ -57,7 +58,7 @@ for c in "${cases[@]}"; do
     cat "$work/$name.log" >&2
     exit 2
   fi
-  (cd "$out" && find . -type f ! -name perf.json -printf '%P\n' | LC_ALL=C sort |
+  (cd "$out" && find . -type f ! -name perf.json ! -name experiment.json ! -name run.json -printf '%P\n' | LC_ALL=C sort |
     while read -r f; do printf '%s %s %s\n' "$name" "$f" "$(sha256sum "$f" | cut -d' ' -f1)"; done) >>"$actual"
   echo "scenario_digests: $name done" >&2
 done
