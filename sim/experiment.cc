@@ -367,10 +367,8 @@ int run_on_slurm(const Plan& plan, Manifest& manifest, const std::vector<std::si
     manifest.slurm.push_back({job, todo});
     write_manifest(plan.out, manifest);
     if (!o.quiet) {
-      fmt::print("submitted Slurm job {}: {} runs (array {}); logs: {}\n", job, todo.size(),
-                 array_ranges(todo),
-                 task_log(plan.out, job, todo.front()).substr(0, plan.out.size()) + "/slurm/" +
-                     job + "_*.out");
+      fmt::print("submitted Slurm job {}: {} run{} (array {}); logs: {}/slurm/{}_*.out\n", job,
+                 todo.size(), todo.size() == 1 ? "" : "s", array_ranges(todo), plan.out, job);
     }
     if (!o.slurm_wait) {
       if (!o.quiet) fmt::print("collect it once it is done: kfsim --collect {}\n", plan.out);
