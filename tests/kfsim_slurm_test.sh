@@ -55,21 +55,21 @@ exp=("$root/scenarios/strategies.yaml" --world flow --set steps=3 --set 'sweep.v
 "$kfsim" "${exp[@]}" -q --out "$work/local" || fail "the local run exited $?"
 
 start=$SECONDS
-out="$("$kfsim" "${exp[@]}" --out "$work/slurm" --slurm -- --time=5 2>&1)"
+said="$("$kfsim" "${exp[@]}" --out "$work/slurm" --slurm -- --time=5 2>&1)"
 code=$?
-echo "$out" | sed 's/^/     | /'
+echo "$said" | sed 's/^/     | /'
 if [[ $code -ne 0 ]]; then
   fail "--slurm exited $code"
   tail -20 "$SLURM_CLUSTER_DIR/slurmctld.log"
 fi
-grep -q "submitted Slurm job [0-9]*: 6 runs (array 0-5)" <<<"$out" || fail "--slurm did not submit 6 runs"
+grep -q "submitted Slurm job [0-9]*: 6 runs (array 0-5)" <<<"$said" || fail "--slurm did not submit 6 runs"
 echo "ok   --slurm: 6 runs as one array in $((SECONDS - start)) s"
 same_tables "--slurm = local" "$work/local" "$work/slurm"
 [[ $(find "$work/slurm/slurm" -name '*_*.out' | wc -l) -eq 6 ]] || fail "not 6 task logs"
 
-out="$("$kfsim" "${exp[@]}" --out "$work/nw" --slurm --no-wait 2>&1)" || fail "--no-wait exited $?"
-job="$(sed -n 's/^submitted Slurm job \([0-9]*\):.*/\1/p' <<<"$out")"
-grep -q "kfsim --collect $work/nw" <<<"$out" || fail "--no-wait does not say how to collect: $out"
+said="$("$kfsim" "${exp[@]}" --out "$work/nw" --slurm --no-wait 2>&1)" || fail "--no-wait exited $?"
+job="$(sed -n 's/^submitted Slurm job \([0-9]*\):.*/\1/p' <<<"$said")"
+grep -q "kfsim --collect $work/nw" <<<"$said" || fail "--no-wait does not say how to collect: $said"
 [[ -n "$job" ]] && wait_gone "$job" || fail "job '$job' did not leave the queue"
 "$kfsim" --collect "$work/nw" -q || fail "--collect exited $?"
 same_tables "--no-wait, then --collect = local" "$work/local" "$work/nw"
@@ -82,12 +82,12 @@ if [[ $code -eq 1 ]] && grep -q "run 4: RING, seed 2: incomplete records (Slurm 
 else
   fail "--collect with a run missing: exit $code: $err"
 fi
-out="$("$kfsim" "${exp[@]}" --out "$work/nw" --slurm 2>&1)" || fail "re-submitting exited $?"
-if grep -q "5 of 6 runs complete from before; running 1" <<<"$out" &&
-  grep -q "submitted Slurm job [0-9]*: 1 run (array 4)" <<<"$out"; then
+said="$("$kfsim" "${exp[@]}" --out "$work/nw" --slurm 2>&1)" || fail "re-submitting exited $?"
+if grep -q "5 of 6 runs complete from before; running 1" <<<"$said" &&
+  grep -q "submitted Slurm job [0-9]*: 1 run (array 4)" <<<"$said"; then
   echo "ok   submitting again runs only the missing run"
 else
-  fail "re-submission: $out"
+  fail "re-submission: $said"
 fi
 same_tables "after the re-submission = local" "$work/local" "$work/nw"
 
