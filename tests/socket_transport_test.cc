@@ -240,6 +240,11 @@ TEST(SocketTransport, AnOlderClientIsRefusedAtOnce) {
 TEST(Peer, PortAlreadyTakenIsAClearError) {
   const auto base = free_port_base(2);
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  // SO_REUSEADDR, as the lease checks and the runtime binds: an earlier test in this leased block
+  // may have left connections in TIME_WAIT on the port, which refuse a plain bind but not this
+  // one. A listener still refuses the Peer's bind below, SO_REUSEADDR or not.
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(base);
