@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import Figure, FigureError, load_run, main  # noqa: E402
+from common import Figure, FigureError, load_run, main, ratio  # noqa: E402
 
 from kfplot import style  # noqa: E402
 from kfplot.records import Window  # noqa: E402
@@ -95,9 +95,13 @@ def body() -> int:
 
     f.check(sw is not None and switch_step - first_contended <= 5,
             "adaptive never switched strategy" if sw is None else
-            f"adaptive switched {switch_step - first_contended} step(s) after the contention began (<= 5)")
-    f.check(a_rec >= 0.9 * a_b, f"adaptive recovered {a_rec / a_b:.3f} of its throughput before (>= 0.9)")
-    f.check(s_d < 0.9 * s_b, f"static kept {s_d / s_b:.3f} of its throughput before (< 0.9: it does not recover)")
+            f"adaptive switched {switch_step - first_contended} step(s) after the contention began (<= 5)",
+            value=None if sw is None else switch_step - first_contended,
+            name="adaptive switched strategy within 5 steps of the contention (steps after it began)")
+    f.check(a_rec >= 0.9 * a_b, f"adaptive recovered {a_rec / a_b:.3f} of its throughput before (>= 0.9)",
+            value=ratio(a_rec, a_b), name="adaptive recovered >= 0.9 of its throughput before (fraction recovered)")
+    f.check(s_d < 0.9 * s_b, f"static kept {s_d / s_b:.3f} of its throughput before (< 0.9: it does not recover)",
+            value=ratio(s_d, s_b), name="static kept < 0.9 of its throughput before (fraction kept)")
     cfg = ("4 workers (K80 profile, ResNet-50, batch 32 each) on a 1 Gbps star, S-SGD over STAR rooted at "
            "worker 0; from step 30 two bulk TCP flows leave worker 0's host; adaptive runs "
            "`adaptive_strategy` (threshold 0.8, window 3, alternative star), static runs no policy "

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import Figure, FigureError, main  # noqa: E402
+from common import Figure, FigureError, main, ratio  # noqa: E402
 
 from kfplot import style  # noqa: E402
 from kfplot.records import ClusterStep, Run, load_run  # noqa: E402
@@ -128,23 +128,31 @@ def body() -> int:
 
     grows = [e for e in resizes if "->" in e.detail and
              int(e.detail.split("->")[1].split()[0]) > int(e.detail.split("->")[0].split()[-1])]
-    f.check(len(grows) >= 2, f"grew {len(grows)} times (>= 2)")
+    f.check(len(grows) >= 2, f"grew {len(grows)} times (>= 2)", value=len(grows),
+            name="grew at least twice (growths)")
     f.check(len(segs) >= 3 and final == peak - 1 and sizes[-2] == peak,
-            f"gave the last addition back and held (sizes {' -> '.join(map(str, sizes))})")
+            f"gave the last addition back and held (sizes {' -> '.join(map(str, sizes))})", value=final,
+            name="gave the last addition back and held (size held)")
     kept = [(size, tp) for size, tp, _ in segs[:-2]]  # grown through and kept (not the one given back)
     gains = [b[1] / a[1] - 1 for a, b in zip(kept, kept[1:])]
     f.check(bool(gains) and all(g > THRESHOLD for g in gains),
             f"every growth kept paid > +{100 * THRESHOLD:.0f}%: " + ", ".join(
-                f"{a[0]} -> {b[0]} workers {100 * g:+.0f}%" for a, b, g in zip(kept, kept[1:], gains)))
+                f"{a[0]} -> {b[0]} workers {100 * g:+.0f}%" for a, b, g in zip(kept, kept[1:], gains)),
+            value=min(gains) if gains else None,
+            name=f"every growth kept paid > +{100 * THRESHOLD:.0f}% (smallest gain)")
     if len(segs) >= 3:
         (before_size, before_tp, _), (peak_size, peak_tp, _) = segs[-3], segs[-2]
         f.check(peak_tp <= (1 + THRESHOLD) * before_tp,
                 f"the first addition that did not pay was given back: {peak_size} workers "
                 f"{peak_tp:.1f} samples/s vs {before_tp:.1f} at {before_size} "
-                f"({100 * (peak_tp / before_tp - 1):+.0f}%, not > +{100 * THRESHOLD:.0f}%)")
+                f"({100 * (peak_tp / before_tp - 1):+.0f}%, not > +{100 * THRESHOLD:.0f}%)",
+                value=ratio(peak_tp, before_tp) - 1,
+                name="the first addition that did not pay was given back (its gain)")
     f.check(final < all_n and final_tp >= 0.9 * all_tp,
             f"the size kept is where throughput stops growing: {final} workers give {final_tp:.1f} samples/s, "
-            f"{100 * final_tp / all_tp:.0f}% of the {all_tp:.1f} of all {all_n} (>= 90%, with fewer workers)")
+            f"{100 * final_tp / all_tp:.0f}% of the {all_tp:.1f} of all {all_n} (>= 90%, with fewer workers)",
+            value=ratio(final_tp, all_tp),
+            name="the size kept gives >= 90% of all workers' throughput with fewer (fraction of all's)")
     # The policy's own measurement (its summed contributions, rank 0's policy_sums), reported beside the
     # records': the same quantity, except that a policy step's cycle holds the previous step's policy
     # round and a record's its own (one round apart: a few % on a 2-step window in ns-3).

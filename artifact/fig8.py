@@ -95,7 +95,8 @@ def body() -> int:
     for k in ("gns", "variance"):
         f.check(paper["overhead"][k] < MAX_OVERHEAD,
                 f"paper-like: {LABELS[k]} costs {100 * paper['overhead'][k]:.1f}% of the throughput "
-                f"(< {100 * MAX_OVERHEAD:.0f}%)")
+                f"(< {100 * MAX_OVERHEAD:.0f}%)", value=paper["overhead"][k],
+                name=f"paper-like: {LABELS[k]} costs < {100 * MAX_OVERHEAD:.0f}% of the throughput (overhead)")
     ps, pr = SETTINGS["paper"][1] if f.quick else SETTINGS["paper"][2]
     ss, sr = SETTINGS["stress"][1] if f.quick else SETTINGS["stress"][2]
     cfg = (f"real processes on this machine, whatever the mode (in simulation compute is a profiled wait, so a "

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import Figure, FigureError, load_sweep, main  # noqa: E402
+from common import Figure, FigureError, load_sweep, main, ratio  # noqa: E402
 
 from kfplot import style  # noqa: E402
 from kfplot.records import SweepRow, load_run, sub_runs  # noqa: E402
@@ -80,14 +80,22 @@ def body() -> int:
     for model, rows in sweeps.items():
         name = MODELS[model]
         first, last = rows[0], rows[-1]
-        f.check(all(r.throughput <= 1.02 * r.ideal for r in rows), f"{name}: actual <= ideal at every size")
+        f.check(all(r.throughput <= 1.02 * r.ideal for r in rows), f"{name}: actual <= ideal at every size",
+                value=max(ratio(r.throughput, r.ideal) for r in rows),
+                name=f"{name}: actual <= ideal at every size (highest actual / ideal)")
         f.check(all(b.throughput > a.throughput for a, b in zip(rows, rows[1:])),
                 f"{name}: actual throughput grows with every doubling "
-                f"({' -> '.join(f'{r.throughput:.0f}' for r in rows)} images/s)")
+                f"({' -> '.join(f'{r.throughput:.0f}' for r in rows)} images/s)",
+                value=min((ratio(b.throughput, a.throughput) for a, b in zip(rows, rows[1:])), default=None),
+                name=f"{name}: actual throughput grows with every doubling (smallest gain per doubling)")
         f.check(first.efficiency >= 0.7, f"{name}: near-ideal at {first.workers} workers "
-                f"({100 * first.efficiency:.0f}% >= 70%)")
+                f"({100 * first.efficiency:.0f}% >= 70%)", value=first.efficiency,
+                name=f"{name}: near-ideal at {first.workers} workers (efficiency >= 70%)")
         f.check(last.efficiency < first.efficiency, f"{name}: the gap to ideal widens with scale "
-                f"({100 * first.efficiency:.0f}% at {first.workers} -> {100 * last.efficiency:.0f}% at {last.workers})")
+                f"({100 * first.efficiency:.0f}% at {first.workers} -> {100 * last.efficiency:.0f}% at {last.workers})",
+                value=first.efficiency - last.efficiency,
+                name=f"{name}: the gap to ideal widens with scale (efficiency lost from {first.workers} to "
+                f"{last.workers} workers)")
         parts.append(f"{name}: {first.throughput / first.workers:.1f} images/s per worker at {first.workers} "
                      f"workers ({100 * first.efficiency:.0f}% of ideal), "
                      f"{last.throughput:.0f} images/s at {last.workers} workers against {last.ideal:.0f} ideal "

@@ -1,8 +1,10 @@
 """Shared plumbing of the figure scripts: flags, running kfsim, writing figN.{png,pdf,csv,md}.
 
 Each artifact/figN.py builds a Figure, runs what it needs, checks the paper's qualitative claim
-against its own numbers and calls finish(). Exit codes: 0 the claim holds, 1 our run contradicts
-it, 2 a run failed or a bad flag, 77 the figure is not available yet.
+against its own numbers (each check with the number it is about and a name stable across seeds)
+and calls finish(), which also writes figN.checks.json for artifact/lib/seeds.py. Exit codes: 0
+the claim holds, 1 our run contradicts it, 2 a run failed or a bad flag, 77 the figure is not
+available yet.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import resource
 import shlex
@@ -17,15 +20,39 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypedDict
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from seeds import check_name  # noqa: E402,F401  (the default stable name of a check)
+
 sys.path.insert(0, str(ROOT / "analysis"))
 
 from kfplot.records import RecordError, Run, load_run, load_sweep  # noqa: E402,F401
 from kfplot import style  # noqa: E402,F401
 
 NOT_AVAILABLE = 77
+
+
+class Check(TypedDict):
+    """One claim check as figN.checks.json holds it."""
+
+    name: str
+    text: str
+    ok: bool
+    value: float | None
+
+
+def seed_of(sets: Sequence[str]) -> int | str | None:
+    """The seed set by the last `seed=S` among kfsim --set overrides (a later one wins, as in kfsim);
+    None when none sets it."""
+    seed: int | str | None = None
+    for s in sets:
+        key, _, value = s.partition("=")
+        if key.strip() == "seed":
+            value = value.strip()
+            seed = int(value) if value.isdigit() else value
+    return seed
 
 
 class FigureError(Exception):
@@ -57,8 +84,10 @@ class Figure:
         self.base = self.out / f"fig{number}"
         self.started = time.monotonic()
         self.commands: list[str] = []
-        self.checks: list[tuple[bool, str]] = []
+        self.checks: list[Check] = []
         self.out.mkdir(parents=True, exist_ok=True)
+        # A stale figN.checks.json must not outlive a run that fails before finish().
+        self.base.with_suffix(".checks.json").unlink(missing_ok=True)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -107,18 +136,40 @@ class Figure:
     def save(self, fig) -> list[Path]:
         return style.save(fig, self.base)
 
-    def check(self, ok: bool, text: str) -> bool:
-        self.checks.append((bool(ok), text))
+    def check(self, ok: bool, text: str, value: float | None = None, name: str | None = None) -> bool:
+        """Records one check of the claim: `text` says what was checked with this run's numbers,
+        `value` is the measured quantity it is about (a ratio, a fraction, a count; None where there
+        is none; inf / nan are kept as None), `name` a stable name, the same at every seed (default:
+        the text with every number replaced by '#'; a repeated name gets ' (2)', ' (3)', ...)."""
+        name = name or check_name(text)
+        taken = {c["name"] for c in self.checks}
+        if name in taken:
+            k = 2
+            while f"{name} ({k})" in taken:
+                k += 1
+            name = f"{name} ({k})"
+        v = float(value) if value is not None else None
+        self.checks.append({"name": name, "text": text, "ok": bool(ok),
+                            "value": v if v is not None and math.isfinite(v) else None})
         print(f"[fig{self.number}] {'PASS' if ok else 'FAIL'}: {text}", flush=True)
         return bool(ok)
 
+    def write_checks(self, claim: str, passed: bool) -> Path:
+        """Writes figN.checks.json: the figure, its claim, the seed it ran at (the last --set seed=S,
+        else null), whether every check passed, and the checks [{name, text, ok, value}, ...]."""
+        path = self.base.with_suffix(".checks.json")
+        dump_json(path, {"figure": self.number, "title": self.title, "claim": claim, "mode": self.mode,
+                         "quick": self.quick, "seed": seed_of(self.args.set), "passed": passed,
+                         "checks": self.checks})
+        return path
+
     def finish(self, claim: str, config: str, result: str) -> int:
-        """Writes figN.md (claim, configuration, what our run shows, the checks) and returns the
-        exit code: 0 when every check passed, else 1."""
+        """Writes figN.md (claim, configuration, what our run shows, the checks) and figN.checks.json,
+        and returns the exit code: 0 when every check passed, else 1."""
         wall = time.monotonic() - self.started
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = usage.ru_utime + usage.ru_stime
-        passed = all(ok for ok, _ in self.checks) and bool(self.checks)
+        passed = all(c["ok"] for c in self.checks) and bool(self.checks)
         verdict = "holds" if passed else "is CONTRADICTED by our run"
         lines = [
             f"# Figure {self.number}: {self.title}",
@@ -126,7 +177,7 @@ class Figure:
             f"**The paper's claim.** {claim} **Configuration ({self.mode} mode"
             f"{', --quick' if self.quick else ''}).** {config} **What our run shows.** {result} "
             f"**Check:** the claim {verdict} "
-            f"({'; '.join(('passed: ' if ok else 'FAILED: ') + t for ok, t in self.checks)}).",
+            f"({'; '.join(('passed: ' if c['ok'] else 'FAILED: ') + c['text'] for c in self.checks)}).",
             "",
             f"![Figure {self.number}](fig{self.number}.png)",
             "",
@@ -138,7 +189,8 @@ class Figure:
             "",
         ]
         self.base.with_suffix(".md").write_text("\n".join(lines))
-        print(f"[fig{self.number}] {'PASS' if passed else 'FAIL'}: wrote {self.base}.{{png,pdf,csv,md}} "
+        self.write_checks(claim, passed)
+        print(f"[fig{self.number}] {'PASS' if passed else 'FAIL'}: wrote {self.base}.{{png,pdf,csv,md,checks.json}} "
               f"in {wall:.0f} s wall, {cpu:.0f} s CPU", flush=True)
         return 0 if passed else 1
 
