@@ -7,6 +7,10 @@
 //   kfrun -w -np 2 -H 10.0.0.1:4,10.0.0.2:4 -nic eth0 -config-server http://10.0.0.1:9100 ./train
 // HTTPS: -tls-cert/-tls-key make the builtin config server serve it; -tls-ca names the CA that
 // the runners' and the workers' config clients check it against (handed over as KUNGFU_TLS_CA).
+// -ssh: run once, on one host; it checks every host (pre-flight), then starts the runner on each
+// over SSH with the same flags and KUNGFU_* environment (launch/ssh_launch.h):
+//   kfrun -ssh -np 8 -hostfile hosts.txt -nic eth0 ./train
+// -ssh-child and -ssh-check are that launcher's own: a runner it started, and its pre-flight.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -19,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,6 +33,9 @@
 #include "launch/elastic_supervisor.h"
 #include "launch/flags.h"
 #include "launch/launch_plan.h"
+#include "launch/preflight.h"
+#include "launch/ssh_launch.h"
+#include "launch/ssh_remote.h"
 #include "launch/supervisor.h"
 #include "policies/registry.h"
 #include "real/tls_context.h"
@@ -47,6 +55,29 @@ std::chrono::milliseconds positive_duration(const char* flag, const std::string&
   return d;
 }
 
+// The flags as given, as "-name=value" words, for the runners kfrun -ssh starts, leaving out
+// those it sets per host (and -help).
+std::vector<std::string> relayed_flags(const CLI::App& app, const std::set<std::string>& omit) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    std::string name = opt->get_name();
+    while (name.starts_with("-"))
+      name.erase(0, 1);
+    if (opt->count() == 0 || omit.contains(name) || name == "help" || name == "h") continue;
+    for (const auto& value : opt->results())
+      out.push_back(value.empty() ? "-" + name : "-" + name + "=" + value);
+  }
+  return out;
+}
+
+// The absolute path of this kfrun, what the other hosts run unless -ssh-kfrun says otherwise.
+std::string own_path() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("cannot read /proc/self/exe: " + ec.message());
+  return p.string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,7 +86,10 @@ int main(int argc, char** argv) {
   std::string hosts_text, hostfile, nic, self, port_range = "10000-11000", strategy, logdir;
   std::string timeout_text, config_server, detach_timeout_text = "30s";
   std::string tls_cert, tls_key, tls_ca;
+  std::string ssh_kfrun;
+  kf::SshOptions ssh_options;
   bool quiet = false, verbose = true, watch = false;
+  bool over_ssh = false, ssh_child = false, ssh_check = false;
   int builtin_config_port = 0, runner_port = 0;
   app.add_option("--np", np, "number of workers in total");
   app.add_option("--H", hosts_text, "hosts as ip:slots,ip:slots (default 127.0.0.1:np)");
@@ -93,15 +127,41 @@ int main(int argc, char** argv) {
                  "an adaptation policy for the workers, e.g. adaptive_strategy:threshold=0.8 "
                  "(repeatable; passed as KUNGFU_POLICY)")
       ->allow_extra_args(false);
+  app.add_flag("--ssh", over_ssh,
+               "start the runner on every host of -H / -hostfile over SSH from here, after a "
+               "pre-flight of every host (run kfrun once, on one host)");
+  app.add_option("--ssh-port", ssh_options.port, "-ssh: the hosts' SSH port (ssh -p)");
+  app.add_option("--ssh-identity", ssh_options.identity, "-ssh: the private key (ssh -i)");
+  app.add_option("--ssh-config", ssh_options.config, "-ssh: an ssh client config file (ssh -F)");
+  app.add_option("--ssh-kfrun", ssh_kfrun,
+                 "-ssh: the kfrun to run on the hosts (default: this one's absolute path)");
+  app.add_flag("--ssh-child", ssh_child, "")->group("");  // a runner kfrun -ssh started
+  app.add_flag("--ssh-check", ssh_check, "")->group("");  // kfrun -ssh's pre-flight of a host
   app.prefix_command();  // everything from the worker program on is the worker's
   app.footer("Everything from the first non-flag word on is the worker command.");
-  auto args = kf::go_style_args(argc, argv);
+  auto args = kf::go_style_args(argc, argv, {"q", "w", "v", "ssh", "ssh-child", "ssh-check"});
   try {
     app.parse(static_cast<int>(args.argv.size()), args.argv.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // --help is 0; a bad flag is 2, as every input error
   }
   const std::vector<std::string> command = app.remaining();
+  if (over_ssh + ssh_child + ssh_check > 1) {
+    std::fprintf(stderr, "kfrun: -ssh, -ssh-child and -ssh-check exclude each other\n");
+    return 2;
+  }
+  if (ssh_child) {
+    // Started by kfrun -ssh: the job's environment (the secret too) comes on stdin, and the end
+    // of stdin is the order to stop.
+    try {
+      for (const auto& [k, v] : kf::read_environment_block(STDIN_FILENO))
+        ::setenv(k.c_str(), v.c_str(), 1);
+      kf::stop_when_stdin_closes();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kfrun -ssh-child: %s\n", e.what());
+      return 2;
+    }
+  }
   if (!policies.empty()) {
     // Checked here so a typo stops the job before any worker starts.
     std::string joined;
@@ -120,7 +180,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kfrun: no worker command given\n%s", app.help().c_str());
     return 2;
   }
-  if (const auto problem = kf::worker_command_problem(command[0])) {
+  // (-ssh checks it on every host, in its pre-flight, -ssh-check being that check.)
+  const auto problem =
+      over_ssh || ssh_check ? std::nullopt : kf::worker_command_problem(command[0]);
+  if (problem) {
     std::fprintf(stderr, "kfrun: %s\n", problem->c_str());
     return 2;
   }
@@ -156,18 +219,66 @@ int main(int argc, char** argv) {
     } else {
       hosts = {{"127.0.0.1", np}};
     }
+    if (!strategy.empty() && !kf::parse_strategy_name(strategy)) {
+      throw std::invalid_argument("-strategy " + strategy + ": unknown");
+    }
+    if (over_ssh) {
+      const auto ports = kf::parse_port_range(port_range);
+      kf::SshLaunch launch{
+          .hosts = hosts,
+          .cluster = kf::plan_cluster(hosts, np, ports, static_cast<std::uint16_t>(runner_port)),
+          .elastic = watch,
+          .command = command,
+          .nic = nic,
+          .builtin_config_port = builtin_config_port,
+          .config_scheme = tls_cert.empty() ? "http" : "https",
+          .kfrun = ssh_kfrun.empty() ? own_path() : ssh_kfrun,
+          .quiet = quiet};
+      launch.runner_flags =
+          relayed_flags(app, {"H", "hostfile", "self", "nic", "ssh", "ssh-port", "ssh-identity",
+                              "ssh-config", "ssh-kfrun", "ssh-child", "ssh-check",
+                              "builtin-config-port", "tls-cert", "tls-key"});
+      if (!tls_cert.empty()) launch.server_flags = {"-tls-cert=" + tls_cert, "-tls-key=" + tls_key};
+      if (!timeout_text.empty()) launch.timeout = positive_duration("-timeout", timeout_text);
+      if (!ssh_options.port.empty()) {
+        const auto p = ssh_options.port;
+        if (p.find_first_not_of("0123456789") != std::string::npos || p.size() > 5 ||
+            std::stoi(p) < 1 || std::stoi(p) > 65535)
+          throw std::invalid_argument(fmt::format("-ssh-port {}: expected a port, 1..65535", p));
+      }
+      // One secret for the whole job, made here when none is set, handed to every runner on
+      // its stdin.
+      const char* secret = std::getenv("KUNGFU_SECRET");
+      if (secret == nullptr || *secret == '\0')
+        ::setenv("KUNGFU_SECRET", kf::random_secret().c_str(), 1);
+      return kf::launch_over_ssh(launch, ssh_options);
+    }
     if (self.empty() && !nic.empty()) self = kf::interface_ip(nic);
     if (self.empty()) {
       if (hosts.size() != 1)
         throw std::invalid_argument("several hosts: say which is this one with -self or -nic");
       self = hosts[0].ip;
     }
-    if (!strategy.empty() && !kf::parse_strategy_name(strategy)) {
-      throw std::invalid_argument("-strategy " + strategy + ": unknown");
-    }
     const auto ports = kf::parse_port_range(port_range);
     const auto cluster =
         kf::plan_cluster(hosts, np, ports, static_cast<std::uint16_t>(runner_port));
+    if (ssh_check) {
+      // kfrun -ssh's pre-flight of this host: what would stop this runner, on stdout.
+      kf::HostCheck check{.self = self, .nic = nic, .worker_program = command[0]};
+      if (watch) {  // the job may grow onto every slot of this host
+        for (const auto& h : hosts)
+          for (int j = 0; h.ip == self && j < h.slots; ++j)
+            check.ports.push_back(static_cast<std::uint16_t>(ports.begin + j));
+      } else {
+        for (const auto& id : cluster.workers())
+          if (id.host == self) check.ports.push_back(id.port);
+      }
+      if (builtin_config_port != 0)
+        check.ports.push_back(static_cast<std::uint16_t>(builtin_config_port));
+      const auto problems = kf::host_problems(check);
+      std::fputs(kf::check_report(problems).c_str(), stdout);
+      return problems.empty() ? 0 : 1;
+    }
     // Every job is authenticated: with no KUNGFU_SECRET, a job on this host alone gets a fresh
     // secret, handed to its workers through the environment (never on a command line). Runners
     // on several hosts cannot share one they each made: there the user sets it on every host.

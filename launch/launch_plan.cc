@@ -210,7 +210,9 @@ std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::s
   for (int r = 0; r < cluster.size(); ++r) {
     const PeerID& id = cluster.worker(r);
     if (id.host != self) continue;
-    WorkerLaunch w{id, r, {}};
+    WorkerLaunch w;
+    w.id = id;
+    w.rank = r;
     w.env["RANK"] = std::to_string(r);
     w.env["WORLD_SIZE"] = std::to_string(cluster.size());
     w.env["LOCAL_RANK"] = std::to_string(cluster.local_rank(r));

@@ -45,6 +45,17 @@ struct WorkerLaunch {
   PeerID id;
   int rank = 0;
   EnvMap env;  // the KUNGFU_* variables to add
+  // What the supervisor (supervisor.h) needs for processes other than plain workers (kfrun -ssh
+  // runs a runner per host through it). Empty command: SupervisorOptions::command.
+  std::vector<std::string> command;
+  // Set: written to the process's stdin, which then stays open; the supervisor stops it by
+  // closing its stdin (a runner's signal to tear its host down), not by a signal. Unset: stdin is
+  // inherited.
+  std::optional<std::string> stdin_text;
+  std::string name;  // in log lines; empty: "rank R (ip:port)"
+  // Non-empty: the output is relayed (a runner's, whose worker lines carry their own prefix):
+  // lines pass unprefixed, and its "[kfrun] " lines become "[kfrun@relay_host] ".
+  std::string relay_host;
 };
 // The workers of `cluster` on host `self`, with their environment.
 std::vector<WorkerLaunch> local_workers(const ClusterSpec& cluster, const std::string& self,

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include "launch/flags.h"
+#include "launch/startup_report.h"
 #include "real/epoll_loop.h"
 #include "runtime/collectives.h"
 #include "topology/forest.h"
@@ -60,6 +63,10 @@ struct Peer::Impl {
     return h;
   }
 
+  // The constructor's bounded wait for every peer to connect, reporting who is missing.
+  void wait_for_peers();
+  void report(const std::string& line) const;
+
   // Runs a resize protocol on the loop and switches to the cluster it agreed on.
   ResizeResult resize(const char* what,
                       std::function<void(Engine&, Membership&, ClusterCallback)> protocol);
@@ -78,6 +85,17 @@ Peer Peer::from_env(PeerOptions options) {
   if (options.transport.secret.empty()) {
     if (const auto it = env.find("KUNGFU_SECRET"); it != env.end())
       options.transport.secret = it->second;
+  }
+  if (const auto it = env.find("KUNGFU_CONNECT_TIMEOUT"); it != env.end()) {
+    try {
+      options.transport.connect_timeout = parse_flag_duration(it->second);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(
+          fmt::format("KUNGFU_CONNECT_TIMEOUT={}: {}", it->second, e.what()));
+    }
+    if (options.transport.connect_timeout <= Duration::zero())
+      throw std::invalid_argument(
+          fmt::format("KUNGFU_CONNECT_TIMEOUT={}: must be above zero", it->second));
   }
   if (!options.elastic)
     options.elastic = elastic_membership_options(env, config, options.transport);
@@ -117,16 +135,45 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
     });
     throw;
   }
-  if (p.options.wait_for_peers && p.config.cluster.size() > 1) {
-    // Bounded: after the connect timeout the transport reports the missing peers as lost. A peer
-    // lost meanwhile ends the wait: the first collective then reports it.
-    const auto deadline = std::chrono::steady_clock::now() + p.options.transport.connect_timeout +
-                          std::chrono::seconds(1);
-    while (!p.loop.call([&] {
-      return p.transport() == nullptr || p.transport()->connecting_settled();
-    }) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  if (p.options.wait_for_peers && p.config.cluster.size() > 1) p.wait_for_peers();
+}
+
+void Peer::Impl::wait_for_peers() {
+  // Bounded: after the connect timeout the transport reports the missing peers as lost. A peer
+  // lost meanwhile ends the wait: the first collective then reports it.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + options.transport.connect_timeout + std::chrono::seconds(1);
+  const auto every = options.startup_report_every;
+  auto next_report = start + every;
+  const auto waited = [&start] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  };
+  const auto missing = [this] {
+    return loop.call([&] { return transport() ? transport()->unconnected() : std::vector<int>{}; });
+  };
+  while (!loop.call([&] { return transport() == nullptr || transport()->connecting_settled(); }) &&
+         Clock::now() < deadline) {
+    if (every > Duration::zero() && Clock::now() >= next_report) {
+      next_report += every;
+      if (const auto m = missing(); !m.empty())
+        report(waiting_line(config.cluster, config.rank, m, waited()));
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Peers lost before they ever connected (the connect timeout passed, or they refused us):
+  // the list a stuck start-up needs.
+  if (every > Duration::zero()) {
+    if (const auto m = missing(); !m.empty())
+      report(gave_up_line(config.cluster, config.rank, m, waited()));
+  }
+}
+
+void Peer::Impl::report(const std::string& line) const {
+  if (options.transport.log) {
+    options.transport.log(line);
+  } else {
+    std::fprintf(stderr, "[kf] %s\n", line.c_str());
   }
 }
 

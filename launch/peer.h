@@ -33,6 +33,10 @@ struct PeerOptions {
   EngineOptions engine;              // strategy: overridden by KUNGFU_ALLREDUCE_STRATEGY if set
   SocketTransportOptions transport;  // secret: KUNGFU_SECRET when empty; tls: KUNGFU_TLS* when null
   bool wait_for_peers = true;        // the constructor waits (bounded) until all are connected
+  // While it waits, every this long a line on stderr names the peers not connected yet and their
+  // hosts, and so does a last line if the connect timeout passes first (launch/startup_report.h).
+  // Zero: silent. transport.connect_timeout bounds the wait (from_env: KUNGFU_CONNECT_TIMEOUT).
+  Duration startup_report_every = std::chrono::seconds(5);
   Duration shutdown_limit = std::chrono::seconds(5);  // orderly close waits at most this long
   // Set: an elastic worker (from_env sets it under kfrun -w): the cluster can change at run time
   // through resize(), its connections made per cluster version by a RealMembership.
@@ -77,8 +81,9 @@ constexpr DType dtype_of() {
 
 class Peer {
  public:
-  // Reads the identity from the environment (see worker_env.h); throws on a bad environment or
-  // a port already taken.
+  // Reads the identity from the environment (see worker_env.h), and the start-up connect timeout
+  // from KUNGFU_CONNECT_TIMEOUT when set (a flag-style duration: "30s", "2m"); throws on a bad
+  // environment, naming the variable, or a port already taken.
   static Peer from_env(PeerOptions options = {});
   Peer(WorkerConfig config, PeerOptions options = {});
   ~Peer();  // pending calls complete with `cancelled`; connections close in order

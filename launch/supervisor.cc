@@ -62,9 +62,10 @@ extern "C" void on_signal(int sig) {
 
 struct Stream {
   Fd fd;
-  std::string pending;  // a partial line
-  std::string tag;      // "[10.0.0.1.10000::stdout] "
-  FILE* sink;           // our stdout or stderr
+  std::string pending;    // a partial line
+  std::string tag;        // "[10.0.0.1.10000::stdout] "
+  std::string kfrun_tag;  // relayed output: "[kfrun@10.0.0.2] " replaces a line's "[kfrun] "
+  FILE* sink;             // our stdout or stderr
   std::unique_ptr<std::ofstream> log;
 };
 
@@ -76,6 +77,22 @@ struct Child {
   std::optional<std::chrono::steady_clock::time_point> kill_at;  // retire()'s SIGKILL
   int code = 0;
   Stream out, err;
+  Fd in;  // the write end of its stdin (WorkerLaunch::stdin_text); closed to stop it
+
+  std::string label() const {
+    return launch.name.empty() ? fmt::format("rank {} ({})", launch.rank, launch.id.to_string())
+                               : launch.name;
+  }
+  // Asks it to stop: closes its stdin when it has one of ours, else `sig` to its group (and
+  // SIGCONT, so a stopped one receives it).
+  void stop(int sig) {
+    if (launch.stdin_text) {
+      in.reset();
+      return;
+    }
+    ::kill(-pid, sig);
+    ::kill(-pid, SIGCONT);
+  }
 };
 
 }  // namespace
@@ -95,6 +112,9 @@ struct WorkerPool::Impl {
     sa.sa_flags = SA_RESTART;
     for (int sig : {SIGINT, SIGTERM, SIGCHLD})
       ::sigaction(sig, &sa, nullptr);
+    // A write to the stdin of a child that has gone fails with EPIPE instead of killing kfrun.
+    sa.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &sa, &saved_sigpipe);
     if (!options.logdir.empty()) ::mkdir(options.logdir.c_str(), 0755);
   }
 
@@ -103,6 +123,7 @@ struct WorkerPool::Impl {
     sa.sa_handler = SIG_DFL;
     for (int sig : {SIGINT, SIGTERM, SIGCHLD})
       ::sigaction(sig, &sa, nullptr);
+    ::sigaction(SIGPIPE, &saved_sigpipe, nullptr);
     g_signal_pipe = -1;
   }
 
@@ -155,11 +176,11 @@ struct WorkerPool::Impl {
     auto child = std::make_unique<Child>();
     Child& c = *child;
     c.launch = w;
-    int out[2], err[2];
+    int out[2], err[2], in[2] = {-1, -1};
     if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-      ::close(out[0]);
-      ::close(out[1]);
+    if (::pipe2(err, O_CLOEXEC) != 0 || (w.stdin_text && ::pipe2(in, O_CLOEXEC) != 0)) {
+      for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]})
+        if (fd >= 0) ::close(fd);
       throw std::runtime_error("pipe2 failed");
     }
     // Build argv and envp before fork: the child only calls async-signal-safe functions.
@@ -175,7 +196,7 @@ struct WorkerPool::Impl {
     for (auto& s : env_strings)
       envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args = options.command;
+    std::vector<std::string> args = w.command.empty() ? options.command : w.command;
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());
@@ -183,8 +204,8 @@ struct WorkerPool::Impl {
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
-      for (int fd : {out[0], out[1], err[0], err[1]})
-        ::close(fd);
+      for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]})
+        if (fd >= 0) ::close(fd);
       throw std::runtime_error("fork failed");
     }
     if (pid == 0) {
@@ -197,9 +218,10 @@ struct WorkerPool::Impl {
       ::setpgid(0, 0);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
+      if (in[0] >= 0) ::dup2(in[0], STDIN_FILENO);
       struct sigaction sa {};
       sa.sa_handler = SIG_DFL;
-      for (int sig : {SIGINT, SIGTERM, SIGCHLD})
+      for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE})
         ::sigaction(sig, &sa, nullptr);
       ::execvpe(argv[0], argv.data(), envp.data());
       const char msg[] = "kfrun: cannot execute the worker command\n";
@@ -209,13 +231,30 @@ struct WorkerPool::Impl {
     ::setpgid(pid, pid);  // also here: no race with the first kill
     ::close(out[1]);
     ::close(err[1]);
+    if (in[0] >= 0) {
+      ::close(in[0]);
+      c.in.reset(in[1]);
+      // Small (an environment block): the pipe holds it. A child gone already is its exit's
+      // business, not a write error's (the pool ignores SIGPIPE: EPIPE comes back instead).
+      std::string_view rest = *w.stdin_text;
+      while (!rest.empty()) {
+        const ssize_t n = ::write(in[1], rest.data(), rest.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        rest.remove_prefix(static_cast<std::size_t>(n));
+      }
+    }
     c.pid = pid;
     c.running = true;
     const std::string name = fmt::format("{}.{}", w.id.host, w.id.port);
     c.out.fd.reset(out[0]);
     c.err.fd.reset(err[0]);
-    c.out.tag = options.prefix ? fmt::format("[{}::stdout] ", name) : "";
-    c.err.tag = options.prefix ? fmt::format("[{}::stderr] ", name) : "";
+    const bool prefix = options.prefix && w.relay_host.empty();
+    c.out.tag = prefix ? fmt::format("[{}::stdout] ", name) : "";
+    c.err.tag = prefix ? fmt::format("[{}::stderr] ", name) : "";
+    if (!w.relay_host.empty()) {
+      c.out.kfrun_tag = c.err.kfrun_tag = fmt::format("[kfrun@{}] ", w.relay_host);
+    }
     c.out.sink = stdout;
     c.err.sink = stderr;
     if (!options.logdir.empty()) {
@@ -227,7 +266,7 @@ struct WorkerPool::Impl {
           std::make_unique<std::ofstream>(options.logdir + "/" + name + ".stderr.log", mode);
     }
     children.push_back(std::move(child));
-    say(fmt::format("started rank {} ({}) as pid {}", w.rank, w.id.to_string(), pid));
+    say(fmt::format("started {} as pid {}", c.label(), pid));
   }
 
   Child* find_running(const PeerID& id) const {
@@ -240,8 +279,7 @@ struct WorkerPool::Impl {
     Child* c = find_running(id);
     if (c == nullptr || c->retired) return;
     c->retired = true;
-    ::kill(-c->pid, SIGTERM);
-    ::kill(-c->pid, SIGCONT);  // as in stop_all
+    c->stop(SIGTERM);
     c->kill_at = Clock::now() + options.grace;
   }
 
@@ -266,16 +304,14 @@ struct WorkerPool::Impl {
       c->running = false;
       c->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       exits.emplace_back(c->launch.id, c->code);
-      const auto& id = c->launch.id;
       if (c->code != 0 && !stopping && !c->retired) {
-        say(fmt::format("rank {} ({}) failed with exit code {}{}", c->launch.rank, id.to_string(),
-                        c->code,
+        say(fmt::format("{} failed with exit code {}{}", c->label(), c->code,
                         WIFSIGNALED(status) ? fmt::format(" (signal {})", WTERMSIG(status)) : ""));
-        failures.push_back({c->launch.rank, c->code, WIFSIGNALED(status), Clock::now()});
+        failures.push_back({c->label(), c->code, WIFSIGNALED(status), Clock::now()});
       } else {
-        say(fmt::format("rank {} ({}) exited with code {}", c->launch.rank, id.to_string(),
-                        c->code));
+        say(fmt::format("{} exited with code {}", c->label(), c->code));
       }
+      c->in.reset();
     }
   }
 
@@ -287,8 +323,8 @@ struct WorkerPool::Impl {
     const Failure& cause = signaled != failures.end() ? *signaled : failures.front();
     first_failure = cause.code;
     if (failures.size() > 1)
-      say(fmt::format("{} workers failed; exit code {} is rank {}'s{}", failures.size(), cause.code,
-                      cause.rank, cause.signaled ? ", killed by a signal" : ", the first"));
+      say(fmt::format("{} workers failed; exit code {} is {}'s{}", failures.size(), cause.code,
+                      cause.label, cause.signaled ? ", killed by a signal" : ", the first"));
   }
 
   // Asks every worker to stop; those still running after the grace period are killed.
@@ -299,16 +335,18 @@ struct WorkerPool::Impl {
   }
 
   void stop_all(int sig) {
-    for (auto& c : children) {
-      if (!c->running) continue;
-      ::kill(-c->pid, sig);
-      // A stopped worker (SIGSTOP, a debugger) would only see the signal once continued: it
-      // handles it now instead of waiting for the SIGKILL after the grace period.
-      ::kill(-c->pid, SIGCONT);
-    }
+    // A stopped worker (SIGSTOP, a debugger) would only see the signal once continued: stop()
+    // sends SIGCONT too, so it handles it now instead of waiting for the SIGKILL.
+    for (auto& c : children)
+      if (c->running) c->stop(sig);
   }
 
   void emit(Stream& s, std::string_view line) {
+    constexpr std::string_view kKfrun = "[kfrun] ";
+    if (!s.kfrun_tag.empty() && line.starts_with(kKfrun)) {
+      line.remove_prefix(kKfrun.size());
+      std::fprintf(s.sink, "%s", s.kfrun_tag.c_str());
+    }
     std::fprintf(s.sink, "%s%.*s\n", s.tag.c_str(), static_cast<int>(line.size()), line.data());
     if (s.log) *s.log << line << '\n';
   }
@@ -373,11 +411,12 @@ struct WorkerPool::Impl {
   const SupervisorOptions options;
   const Clock::time_point start_time;
   Fd signal_read, signal_write;
+  struct sigaction saved_sigpipe {};
   std::vector<std::unique_ptr<Child>> children;
   std::set<PeerID> started;
   std::vector<std::pair<PeerID, int>> exits;
   struct Failure {
-    int rank;
+    std::string label;
     int code;
     bool signaled;
     Clock::time_point at;

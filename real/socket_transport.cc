@@ -115,6 +115,17 @@ bool SocketTransport::connecting_settled() const {
   return true;
 }
 
+std::vector<int> SocketTransport::unconnected() const {
+  std::vector<int> out;
+  for (int r = 0; r < cluster_.size(); ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == rank_ || departed_[i]) continue;
+    const auto it = conns_.find(outbound_[i]);
+    if (it == conns_.end() || it->second->phase != Conn::Phase::established) out.push_back(r);
+  }
+  return out;
+}
+
 // ---- events ----
 
 void SocketTransport::on_event(ConnId id, std::uint32_t events) {

@@ -95,6 +95,9 @@ class SocketTransport final : public Transport {
   bool all_connected() const;
   // True once no connection is still being made: every other peer is connected, lost or gone.
   bool connecting_settled() const;
+  // The other peers whose connection from this one is not (or no longer) established, lost ones
+  // included and departed ones not, in rank order: whom a starting peer still waits for.
+  std::vector<int> unconnected() const;
   const SocketTransportStats& stats() const { return stats_; }
   std::size_t lent_outstanding() const { return lent_.size(); }  // lent, not yet acked
   net::Endpoint endpoint_of(int rank) const;

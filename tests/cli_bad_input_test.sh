@@ -42,6 +42,9 @@ expect 2 "worker command nosuchprog: not found on PATH" -- "$KFRUN" -q nosuchpro
 expect 2 "worker command ./nothere: No such file" -- "$KFRUN" -q ./nothere
 expect 2 "-timeout -5s" -- "$KFRUN" -q -timeout -5s /bin/true
 expect 2 "-runner-port 38080 is inside -port-range" -- "$KFRUN" -q -runner-port 38080 -port-range 38078-38090 /bin/true
+expect 2 "-ssh-port 99999: expected a port" -- "$KFRUN" -q -ssh -ssh-port 99999 /bin/true
+expect 2 "-ssh, -ssh-child and -ssh-check exclude each other" -- "$KFRUN" -q -ssh -ssh-check /bin/true
+expect 2 "KUNGFU_SECRET: its value holds a newline" -- env KUNGFU_SECRET="$(printf 'a\nb')" "$KFRUN" -q -ssh -H 127.0.0.1:1 /bin/true
 expect 0 "" -- "$KFRUN" -q -np 4 -port-range 38078-38090 /bin/true
 expect 0 "" -- "$KFRUN" -q -logdir "$dir/logs" /bin/true
 exit $fail

@@ -8,6 +8,7 @@
 
 #include "launch/flags.h"
 #include "launch/launch_plan.h"
+#include "launch/startup_report.h"
 #include "launch/worker_env.h"
 
 namespace kf {
@@ -201,6 +202,25 @@ TEST(WorkerEnv, RejectsARunnerWithNoPortLeft) {
     EXPECT_NE(std::string(e.what()).find("leaves no port for the runner"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(StartupReport, NamesTheMissingPeersByHost) {
+  const auto cluster = plan_cluster({{"10.0.0.1", 2}, {"10.0.0.3", 2}, {"10.0.0.4", 1}}, 5,
+                                    parse_port_range("10000-10010"));
+  EXPECT_EQ(describe_unconnected(cluster, 0, {4, 2, 3}),
+            "3 of 4 peers not connected yet, from 2 hosts: 10.0.0.3 (rank 2 :10000, rank 3 "
+            ":10001), 10.0.0.4 (rank 4 :10000)");
+  EXPECT_EQ(describe_unconnected(cluster, 0, {4}),
+            "1 of 4 peers not connected yet, from 1 host: 10.0.0.4 (rank 4 :10000)");
+  EXPECT_EQ(waiting_line(cluster, 1, {4}, std::chrono::milliseconds(5000)),
+            "rank 1 (10.0.0.1:10001) waiting 5 s: 1 of 4 peers not connected yet, from 1 host: "
+            "10.0.0.4 (rank 4 :10000)");
+  const auto last = gave_up_line(cluster, 0, {2, 3}, std::chrono::milliseconds(30200));
+  EXPECT_TRUE(
+      last.starts_with("rank 0 (10.0.0.1:10000) gave up after 30 s: 2 of 4 peers not "
+                       "connected yet, from 1 host: 10.0.0.3 (rank 2 :10000, rank 3 "
+                       ":10001)"))
+      << last;
 }
 
 TEST(Flags, GoStyleArgsStopAtTheWorkerCommand) {
