@@ -4,8 +4,10 @@
 // C++17: included by world glue.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "runtime/time.h"
 
@@ -16,6 +18,12 @@ struct ComputeWork {
   std::int64_t samples = 0;
   Duration profiled{0};           // what the workload profile says this work takes
   std::function<void()> numeric;  // real math to run (may be empty for byte-only workloads)
+  // Points inside the work (offsets within `profiled`, nondecreasing, none past it) at which
+  // `at_mark(i)` runs on the caller's executor, in order and all before `done`: a gradient ready
+  // during the backward pass. They stretch as the work does (a straggler's marks come later). A
+  // world that cannot time them runs them all just before `done`.
+  std::vector<Duration> marks;
+  std::function<void(std::size_t)> at_mark;
 };
 
 class Compute {

@@ -4,11 +4,14 @@
 // only in their networks. C++17: included by the ns-3 glue.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "runtime/compute.h"
 
@@ -35,14 +38,48 @@ class SimCompute final : public Compute {
       const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
       scale *= 1.0 + jitter_ * (2 * u - 1);
     }
-    schedule_after_(std::chrono::nanoseconds(static_cast<std::int64_t>(
-                        static_cast<double>(work.profiled.count()) * scale)),
-                    std::move(done));
+    const auto scaled = [scale](Duration d) {
+      return Duration(static_cast<std::int64_t>(static_cast<double>(d.count()) * scale));
+    };
+    if (work.marks.empty()) {
+      schedule_after_(scaled(work.profiled), std::move(done));
+      return;
+    }
+    // The marks one after another, each at its own scaled offset from the start, then done at the
+    // whole work's: one pending event per worker, not one per mark.
+    auto chain = std::make_shared<Chain>();
+    chain->at.reserve(work.marks.size() + 1);
+    for (const Duration m : work.marks)
+      chain->at.push_back(scaled(m));
+    chain->at.push_back(scaled(work.profiled));
+    chain->at_mark = std::move(work.at_mark);
+    chain->done = std::move(done);
+    next(std::move(chain), Duration(0));
   }
 
   double factor = 1.0;  // straggler slowdown
 
  private:
+  struct Chain {
+    std::vector<Duration> at;  // the marks' offsets, then the end's
+    std::size_t next = 0;
+    std::function<void(std::size_t)> at_mark;
+    std::function<void()> done;
+  };
+  // Waits from `now` (an offset in the work) for the chain's next point, runs it, goes on.
+  void next(std::shared_ptr<Chain> chain, Duration now) {
+    const Duration at = std::max(now, chain->at[chain->next]);
+    schedule_after_(at - now, [this, chain, at]() mutable {
+      const std::size_t i = chain->next++;
+      if (chain->next == chain->at.size()) {
+        chain->done();
+        return;
+      }
+      chain->at_mark(i);
+      next(std::move(chain), at);
+    });
+  }
+
   ScheduleAfter schedule_after_;
   std::mt19937_64 rng_;
   double jitter_;

@@ -81,7 +81,7 @@ NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learn
                         : !sc.workload.tensor_bytes.empty()
                             ? std::accumulate(sc.workload.tensor_bytes.begin(),
                                               sc.workload.tensor_bytes.end(), std::size_t{0})
-                            : model_profile(sc.workload.model).parameter_count() * sizeof(float)};
+                            : workload_model(sc.workload).parameter_count() * sizeof(float)};
 }
 
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
@@ -189,11 +189,13 @@ TrainerOptions Simulation::trainer_options(const ModelProfile& model,
   const WorkloadConfig& w = scenario_.workload;
   // workload.compute: the step's time, spread over the batch (a whole step of it per step).
   const auto per_sample = w.compute ? *w.compute / w.batch_per_worker
-                                    : compute_time_per_sample(model_profile(w.model), w.device);
+                                    : compute_time_per_sample(workload_model(w), w.device);
   per_sample_seconds_ = to_seconds(per_sample);
   TrainerOptions o{.model = &model,
                    .batch_per_worker = w.batch_per_worker,
                    .fusion_bytes = w.fusion_bytes,
+                   .bucketing = w.bucketing,
+                   .device = w.device,
                    .phantom = w.phantom,
                    .steps = scenario_.steps,
                    .compute_per_sample = per_sample,
@@ -226,7 +228,7 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   n_workers_ = initial;
   const ModelProfile synthetic = synthetic_model(scenario_.workload);
   const ModelProfile& model =
-      synthetic.tensors.empty() ? model_profile(scenario_.workload.model) : synthetic;
+      synthetic.tensors.empty() ? workload_model(scenario_.workload) : synthetic;
   Workers workers(scenario_, world, recorder_, trainer_options(model, learning_seconds));
   workers.open_membership(slot_ids, cluster);
   // The run ends when no trainer is left running (background traffic would go on forever).
@@ -311,6 +313,8 @@ nlohmann::json Simulation::summary() const {
       {"ideal_samples_per_s", per_sample_seconds_ > 0 ? n_workers_ / per_sample_seconds_ : 0.0},
       {"world_stats", world_stats_},
   };
+  // Only when it overlaps: the summaries of runs without bucketing stay as they were.
+  if (w.bucketing.mode != Bucketing::none) run["bucketing"] = option_name(w.bucketing.mode);
   if (const auto& numeric = scenario_.workload.numeric) {
     // Rank 0's evaluations: the last one, and the first at or above the target.
     nlohmann::json accuracy = nullptr, reached = nullptr, best = nullptr, batch = nullptr;

@@ -42,6 +42,35 @@ steps: 3
 topology: {kind: star, hosts: 2, link: {bandwidth: -5Gbps}}
 YAML
 
+write bucketing.yaml <<'YAML'
+steps: 3
+topology: {kind: star, hosts: 2}
+workload: {bucketing: byteps}
+YAML
+# A profile file's errors point into the profile.
+write zero_layer.yaml <<'YAML'
+name: zero
+layers:
+  - {name: a, parameters: 0, forward_gflops: 1}
+YAML
+write no_params.yaml <<'YAML'
+name: missing
+layers:
+  - {name: a, forward_gflops: 1}
+YAML
+write negative_time.yaml <<'YAML'
+name: negative
+layers:
+  - {name: a, parameters: 10, times: {v100: {forward: -1ms, backward: 1ms}}}
+YAML
+for profile in zero_layer no_params negative_time; do
+  write "uses_$profile.yaml" <<YAML
+steps: 3
+topology: {kind: star, hosts: 2}
+workload: {profile: $profile.yaml, device: v100}
+YAML
+done
+
 expect_error "unknown key" "bad_unknown_key.yaml:[0-9]+:[0-9]+: .*unknown key" "$data/bad_unknown_key.yaml"
 expect_error "malformed YAML" "bad_malformed.yaml:[0-9]+:[0-9]+: " "$data/bad_malformed.yaml"
 expect_error "bad unit" "unit.yaml:2:[0-9]+: topology.link.bandwidth: '1G' has no unit" "$work/unit.yaml"
@@ -50,6 +79,10 @@ expect_error "negative bandwidth" "negative.yaml:2:[0-9]+: .*must be positive" "
 expect_error "missing file" "nope.yaml: cannot read file" "$work/nope.yaml"
 expect_error "bad --set" "--set" "$work/unit.yaml" --set "topology.link.bandwidth=fast"
 expect_error "unknown flag" "--frobnicate" "$data/full.yaml" --frobnicate
+expect_error "unknown bucketing" "bucketing.yaml:3:[0-9]+: workload.bucketing: unknown bucketing 'byteps'" "$work/bucketing.yaml"
+expect_error "profile: zero parameters" "zero_layer.yaml:3:[0-9]+: layers\[0\].parameters: must be at least 1" "$work/uses_zero_layer.yaml"
+expect_error "profile: missing field" "no_params.yaml:3:[0-9]+: layers\[0\]: missing required key 'parameters'" "$work/uses_no_params.yaml"
+expect_error "profile: negative time" "negative_time.yaml:3:[0-9]+: layers\[0\].times.v100.forward: must not be negative" "$work/uses_negative_time.yaml"
 
 # A good run: exit 0 and every record written.
 write good.yaml <<'YAML'

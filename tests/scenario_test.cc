@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
+
+#include "sim/scenario/profile_file.h"
 
 namespace kf {
 namespace {
@@ -308,6 +311,134 @@ TEST(ScenarioErrors, MissingRequiredKeyPointsAtParent) {
                      "topology: missing required key 'hosts'");
   expect_parse_error(kBase + "events:\n  - straggler: {factor: 2, start: 1s}\n", 4, 16,
                      "events[0].straggler: missing required key 'worker'");
+}
+
+TEST(Scenario, Bucketing) {
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml").workload.bucketing.mode, Bucketing::none);
+  const Scenario k = parse_scenario(kBase + "workload: {bucketing: kungfu}\n", "s.yaml");
+  EXPECT_EQ(k.workload.bucketing.mode, Bucketing::kungfu);
+  const Scenario d = parse_scenario(kBase + "workload: {bucketing: ddp}\n", "s.yaml");
+  EXPECT_EQ(d.workload.bucketing.mode, Bucketing::ddp);
+  EXPECT_EQ(d.workload.bucketing.bucket_cap, 25u << 20);  // PyTorch's defaults
+  EXPECT_EQ(d.workload.bucketing.first_bucket, 1u << 20);
+  const Scenario d2 = parse_scenario(
+      kBase + "workload: {bucketing: {name: ddp, bucket_cap: 50MiB, first_bucket: 2MiB}}\n",
+      "s.yaml");
+  EXPECT_EQ(d2.workload.bucketing.bucket_cap, 50u << 20);
+  EXPECT_EQ(d2.workload.bucketing.first_bucket, 2u << 20);
+  const Scenario h = parse_scenario(
+      kBase + "workload: {bucketing: {name: horovod, fusion_bytes: 32MiB, cycle: 1ms}}\n",
+      "s.yaml");
+  EXPECT_EQ(h.workload.bucketing.mode, Bucketing::horovod);
+  EXPECT_EQ(h.workload.bucketing.fusion_bytes, 32u << 20);
+  EXPECT_EQ(h.workload.bucketing.cycle, std::chrono::milliseconds(1));
+  const Scenario h2 = parse_scenario(kBase + "workload: {bucketing: horovod}\n", "s.yaml");
+  EXPECT_EQ(h2.workload.bucketing.fusion_bytes, 64u << 20);  // Horovod's defaults
+  EXPECT_EQ(h2.workload.bucketing.cycle, std::chrono::milliseconds(5));
+  EXPECT_EQ(parse_scenario(kBase, "s.yaml", {"workload.bucketing=ddp"}).workload.bucketing.mode,
+            Bucketing::ddp);
+}
+
+TEST(ScenarioErrors, Bucketing) {
+  expect_parse_error(kBase + "workload: {bucketing: byteps}\n", 3, 23,
+                     "workload.bucketing: unknown bucketing 'byteps' (known: none, kungfu, ddp, "
+                     "horovod)");
+  expect_parse_error(kBase + "workload: {bucketing: {name: ddpp}}\n", 3, 30,
+                     "workload.bucketing.name: unknown bucketing 'ddpp'");
+  expect_parse_error(kBase + "workload: {bucketing: {bucket_cap: 1MiB}}\n", 3, 23,
+                     "missing required key 'name'");
+  expect_parse_error(kBase + "workload: {bucketing: {name: ddp, cycle: 1ms}}\n", 3, 35,
+                     "workload.bucketing.cycle: a parameter of bucketing horovod, not of ddp");
+  expect_parse_error(kBase + "workload: {bucketing: {name: kungfu, bucket_cap: 1MiB}}\n", 3, 38,
+                     "workload.bucketing.bucket_cap: a parameter of bucketing ddp, not of kungfu");
+  expect_parse_error(kBase + "workload: {bucketing: {name: ddp, bucket_cap: 0}}\n", 3, 47,
+                     "workload.bucketing.bucket_cap: must be positive");
+  expect_parse_error(kBase + "workload: {bucketing: {name: ddp, first_bucket: 25}}\n", 3, 49,
+                     "workload.bucketing.first_bucket: '25' has no unit");
+  expect_parse_error(kBase + "workload: {bucketing: {name: horovod, cycle: 0s}}\n", 3, 46,
+                     "workload.bucketing.cycle: must be positive");
+  expect_parse_error(kBase + "workload: {bucketing: {name: horovod, buffer: 1MiB}}\n", 3, 39,
+                     "unknown key 'buffer' in workload.bucketing");
+  expect_parse_error(kBase + "workload: {bucketing: [ddp]}\n", 3, 23,
+                     "workload.bucketing: expected a bucketing name (none, kungfu, ddp, horovod)");
+  expect_parse_error(kBase + "workload: {fusion: 64MiB, bucketing: ddp}\n", 3, 12,
+                     "workload.fusion: only with bucketing none");
+  expect_parse_error(kBase + "workload: {numeric: {}, bucketing: kungfu}\n", 3, 36,
+                     "workload.bucketing: bucketing kungfu overlaps");
+  // none keeps workload.fusion, as before bucketing existed.
+  EXPECT_EQ(parse_scenario(kBase + "workload: {fusion: 64MiB, bucketing: none}\n", "s.yaml")
+                .workload.fusion_bytes,
+            64u << 20);
+}
+
+TEST(Scenario, ProfileFile) {
+  const std::string dir = std::string(KF_TEST_DATA_DIR) + "/profiles/";
+  const Scenario s = parse_scenario(
+      kBase + "workload: {profile: toy3.yaml, device: v100, bucketing: kungfu}\n", dir + "s.yaml");
+  ASSERT_NE(s.workload.profile, nullptr);
+  EXPECT_EQ(s.workload.model, "toy3");
+  const ModelProfile& p = workload_model(s.workload);
+  ASSERT_EQ(p.tensors.size(), 3u);
+  EXPECT_EQ(p.tensors[1].name, "tensor1");
+  EXPECT_EQ(p.tensors[1].count, 2097152u);
+  EXPECT_EQ(p.forward_gflops, 4);
+  EXPECT_EQ(compute_time_per_sample(p, "v100"), std::chrono::milliseconds(12));
+  // FLOPs on another device: scaled as any model's (ResNet-50's 8.2 GFLOPs take 1/51.9 s on a k80).
+  EXPECT_GT(compute_time_per_sample(p, "k80").count(), 0);
+  expect_error([&] { parse_scenario(kBase + "workload: {profile: nope.yaml}\n", dir + "s.yaml"); },
+               {dir + "s.yaml", 3, 21, "workload.profile: no profile file"});
+  expect_error(
+      [&] {
+        parse_scenario(kBase + "workload: {profile: toy3.yaml, model: vgg16}\n", dir + "s.yaml");
+      },
+      {dir + "s.yaml", 3, 32, "workload.model: give either profile or model, not both"});
+}
+
+TEST(ScenarioErrors, ProfileFiles) {
+  const auto expect_profile_error = [](const std::string& text, int line, int column,
+                                       const std::string& fragment) {
+    expect_error([&] { parse_profile(text, "p.yaml"); }, {"p.yaml", line, column, fragment});
+  };
+  const std::string head = "name: m\nlayers:\n";
+  EXPECT_EQ(parse_profile(head + "  - {name: a, parameters: 10, forward_gflops: 0.5}\n", "p.yaml")
+                .parameter_count(),
+            10u);
+  // A missing field.
+  expect_profile_error(head + "  - {name: a, forward_gflops: 1}\n", 3, 5,
+                       "layers[0]: missing required key 'parameters'");
+  expect_profile_error("layers: [{name: a, parameters: 1, forward_gflops: 1}]\n", 1, 1,
+                       "missing required key 'name'");
+  expect_profile_error(head + "  - {name: a, parameters: 10}\n", 3, 5,
+                       "layers[0]: layer 'a' gives neither forward_gflops nor times");
+  expect_profile_error(head + "  - {name: a, parameters: 1, times: {v100: {forward: 1ms}}}\n", 3,
+                       44, "layers[0].times.v100: missing required key 'backward'");
+  // A negative time or FLOPs.
+  expect_profile_error(
+      head + "  - {name: a, parameters: 1, times: {v100: {forward: -1ms, backward: 1ms}}}\n", 3, 54,
+      "layers[0].times.v100.forward: must not be negative");
+  expect_profile_error(head + "  - {name: a, parameters: 1, forward_gflops: -2}\n", 3, 46,
+                       "layers[0].forward_gflops: must not be negative, got -2");
+  // A layer of zero parameters.
+  expect_profile_error(head + "  - {name: a, parameters: 0, forward_gflops: 1}\n", 3, 27,
+                       "layers[0].parameters: must be at least 1, got 0");
+  // Layers that disagree.
+  expect_profile_error(head +
+                           "  - {name: a, parameters: 1, forward_gflops: 1}\n"
+                           "  - {name: a, parameters: 1, forward_gflops: 1}\n",
+                       4, 12, "layers[1].name: duplicate layer 'a'");
+  expect_profile_error(
+      head +
+          "  - {name: a, parameters: 1, forward_gflops: 1}\n"
+          "  - {name: b, parameters: 1, times: {k80: {forward: 1ms, backward: 1ms}}}\n",
+      4, 5, "forward_gflops is given on every layer before this one");
+  expect_profile_error(
+      head +
+          "  - {name: a, parameters: 1, times: {k80: {forward: 1ms, backward: 1ms}}}\n"
+          "  - {name: b, parameters: 1, times: {v100: {forward: 1ms, backward: 1ms}}}\n",
+      4, 37, "layer 'b' gives times for other devices than the layers before it (k80)");
+  expect_profile_error("name: m\nlayers: []\n", 2, 9, "layers: expected a non-empty list");
+  expect_profile_error(head + "  - {name: a, parameters: 1, forward_gflops: 1, flops: 2}\n", 3, 49,
+                       "unknown key 'flops' in layers[0]");
 }
 
 TEST(ScenarioErrors, NamedValues) {

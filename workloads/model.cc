@@ -32,32 +32,53 @@ class Builder {
  public:
   explicit Builder(std::string name) { p_.name = std::move(name); }
 
-  void add(std::string name, std::size_t count) { p_.tensors.push_back({std::move(name), count}); }
+  // A layer named `layer` whose tensors are those added until the next layer starts.
+  void layer(std::string layer) {
+    p_.layers.push_back({.name = std::move(layer),
+                         .first_tensor = p_.tensors.size(),
+                         .tensor_count = 0,
+                         .forward_gflops = 0});
+  }
+  void add(std::string name, std::size_t count) {
+    p_.tensors.push_back({std::move(name), count});
+    ++p_.layers.back().tensor_count;
+  }
+  // Multiply-accumulates of the current layer.
+  void macs(double m) {
+    macs_ += m;
+    p_.layers.back().forward_gflops += 2.0 * m / 1e9;
+  }
 
   // kh x kw convolution cin -> cout (grouped when groups > 1), output out_h x out_w.
   void conv(const std::string& name, std::size_t cin, std::size_t cout, std::size_t kh,
             std::size_t kw, std::size_t out_h, std::size_t out_w, std::size_t groups = 1,
             bool bias = false) {
     const std::size_t weights = kh * kw * (cin / groups) * cout;
+    layer(name);
     add(name + "/kernel", weights);
     if (bias) add(name + "/bias", cout);
-    macs_ += static_cast<double>(weights) * static_cast<double>(out_h * out_w);
+    macs(static_cast<double>(weights) * static_cast<double>(out_h * out_w));
   }
   void norm(const std::string& name, std::size_t c) {  // BatchNorm or LayerNorm: gamma, beta
+    layer(name);
     add(name + "/gamma", c);
     add(name + "/beta", c);
   }
   // Dense in -> out applied to `rows` vectors (tokens) per sample.
   void dense(const std::string& name, std::size_t in, std::size_t out, std::size_t rows = 1,
              bool bias = true) {
+    layer(name);
     add(name + "/kernel", in * out);
     if (bias) add(name + "/bias", out);
-    macs_ += static_cast<double>(in * out) * static_cast<double>(rows);
+    macs(static_cast<double>(in * out) * static_cast<double>(rows));
   }
   void embedding(const std::string& name, std::size_t rows, std::size_t dim) {
+    layer(name);
     add(name + "/embedding", rows * dim);  // a lookup: no MACs
   }
-  void extra_macs(double m) { macs_ += m; }
+  // MACs of a step with no parameters of its own (attention's matmuls), charged to the layer
+  // before it.
+  void extra_macs(double m) { macs(m); }
 
   ModelProfile finish() {
     p_.forward_gflops = 2.0 * macs_ / 1e9;
@@ -445,6 +466,27 @@ std::vector<std::string> device_names() {
 
 std::chrono::nanoseconds compute_time_per_sample(const ModelProfile& model,
                                                  std::string_view device) {
+  // A profile's measured times for this device, when every layer has them.
+  const bool timed = !model.layers.empty() &&
+                     std::all_of(model.layers.begin(), model.layers.end(), [&](const auto& l) {
+                       return l.times.find(device) != l.times.end();
+                     });
+  if (timed) {
+    std::chrono::nanoseconds sum{0};
+    for (const auto& l : model.layers) {
+      const auto& t = l.times.find(device)->second;
+      sum += t.forward + t.backward;
+    }
+    return sum;
+  }
+  if (!model.layers.empty() && !model.layers.front().times.empty() && model.forward_gflops <= 0) {
+    std::vector<std::string> timed_devices;
+    for (const auto& [name, times] : model.layers.front().times)
+      timed_devices.push_back(name);
+    throw std::invalid_argument("model '" + model.name + "' has no times for device '" +
+                                std::string(device) +
+                                "' and no FLOPs to scale; its devices: " + join(timed_devices));
+  }
   const auto it = std::find_if(kAnchors.begin(), kAnchors.end(),
                                [&](const Anchor& a) { return device == a.device; });
   if (it == kAnchors.end())

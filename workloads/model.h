@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,10 +20,28 @@ struct GradientTensor {
   std::size_t count;  // elements
 };
 
+// One layer of the forward pass: its trainable tensors (a run of ModelProfile::tensors) and what
+// it costs. The backward pass walks the layers in reverse; a layer's gradients are ready once its
+// backward is done (workloads/step_timeline.h).
+struct LayerProfile {
+  std::string name;              // "conv1", "layer2.1.bn2"
+  std::size_t first_tensor = 0;  // its tensors: [first_tensor, first_tensor + tensor_count)
+  std::size_t tensor_count = 0;
+  double forward_gflops = 0;  // per sample, 2 x multiply-accumulates; 0 for norms, embeddings
+  // Measured per sample on a device (a profile file's), by device name; preferred to FLOPs.
+  struct Times {
+    std::chrono::nanoseconds forward{0}, backward{0};
+  };
+  std::map<std::string, Times, std::less<>> times;
+};
+
 struct ModelProfile {
   std::string name;                     // "resnet50"
   std::vector<GradientTensor> tensors;  // forward order; backprop produces them in reverse
   double forward_gflops = 0;            // per sample, 2 x multiply-accumulates
+  // Forward order, covering `tensors` in order. Empty (a synthetic workload): every tensor is a
+  // layer of its own whose cost is unknown.
+  std::vector<LayerProfile> layers;
   std::size_t parameter_count() const;
 };
 

@@ -12,6 +12,9 @@ namespace kf {
 
 namespace {
 
+// trace.json draws the layers' backward spans of these ranks only.
+constexpr int kLayerTraceRanks = 8;
+
 double seconds(TimePoint t) {
   return to_seconds(t.time_since_epoch());
 }
@@ -225,25 +228,36 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
   {
     const auto path = root / "steps.csv";
     auto out = open_for_write(path);
+    // exposed_comm_s only when some step overlapped its communication with its compute: without
+    // overlap it is comm_s, and the records of runs without it stay as they were.
+    const bool overlap = std::any_of(steps_.begin(), steps_.end(),
+                                     [](const StepRecord& s) { return s.timeline != nullptr; });
     out << "rank,step,start_s,end_s,compute_s,comm_s,samples,samples_per_s,strategy,cluster_size,"
            "batch,lr,comm_bytes,comm_span_s,comm_Bps,egress_bps,ingress_bps,max_latency_s,"
-           "policy_sums,actions,values\n";
+           "policy_sums,actions,values"
+        << (overlap ? ",exposed_comm_s\n" : "\n");
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       const StepRecord& s = steps_[i];
       const StepPeers& peers = step_peers_[i];
       const double total = to_seconds(s.end - s.begin);
       const StepMetrics& m = s.metrics;
+      // Communication runs from the step's first collective (its compute's end without overlap)
+      // to the step's end; the exposed part is what the compute did not hide.
+      const TimePoint comm_from =
+          s.comm_begin ? std::min(*s.comm_begin, s.compute_end) : s.compute_end;
       out << fmt::format(
           "{},{},{:.9f},{:.9f},{:.9f},{:.9f},{},{:.6f},{},{},{},{:g},{},{:.9f},{:.1f},{:.1f},{:.1f}"
           ","
-          "{:.9f},{},{},{}\n",
+          "{:.9f},{},{},{}",
           s.rank, s.step, seconds(s.begin), seconds(s.end), to_seconds(s.compute_end - s.begin),
-          to_seconds(s.end - s.compute_end), s.samples,
+          to_seconds(s.end - comm_from), s.samples,
           total > 0 ? static_cast<double>(s.samples) / total : 0.0, csv_text(s.strategy),
           s.cluster_size, m.batch_per_worker, m.learning_rate, m.collective_bytes,
           m.collective_span_seconds, m.collective_throughput, peers.egress_total_bps,
           peers.ingress_total_bps, peers.max_latency_seconds, s.policy_sums, csv_text(s.actions),
           values_text(m));
+      if (overlap) out << fmt::format(",{:.9f}", to_seconds(s.end - s.compute_end));
+      out << "\n";
     }
     close_checked(out, path);
   }
@@ -326,6 +340,33 @@ void RunRecorder::write(const std::string& dir, const nlohmann::json& summary) c
             {"tid", s.rank},
             {"ts", micros(s.begin)},
             {"dur", micros(s.compute_end) - micros(s.begin)}});
+      // Each layer's backward inside the compute (overlapped steps), the nominal timeline
+      // stretched to the compute's length. Ranks below kLayerTraceRanks only: a thousand workers'
+      // layers would make the trace gigabytes.
+      if (s.timeline && s.rank < kLayerTraceRanks && s.timeline->compute.count() > 0) {
+        const double stretch = static_cast<double>((s.compute_end - s.begin).count()) /
+                               static_cast<double>(s.timeline->compute.count());
+        const auto at = [&](Duration d) {
+          return micros(s.begin) + static_cast<double>(d.count()) * stretch / 1e3;
+        };
+        emit({{"name", "forward"},
+              {"cat", "forward"},
+              {"ph", "X"},
+              {"pid", 0},
+              {"tid", s.rank},
+              {"ts", micros(s.begin)},
+              {"dur", at(s.timeline->forward_end) - micros(s.begin)}});
+        for (const LayerSpan& l : s.timeline->backward) {
+          if (l.end == l.begin) continue;  // a layer of no cost (a norm)
+          emit({{"name", l.name},
+                {"cat", "backward"},
+                {"ph", "X"},
+                {"pid", 0},
+                {"tid", s.rank},
+                {"ts", at(l.begin)},
+                {"dur", at(l.end) - at(l.begin)}});
+        }
+      }
     }
     for (const auto& c : collectives_) {
       emit({{"name", c.name},

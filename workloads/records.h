@@ -70,6 +70,7 @@ class RunRecorder final : public TrainingObserver {
   };
   const std::vector<StepPeers>& peer_samples() const { return step_peers_; }
   std::vector<ClusterStep> cluster_steps() const;
+  const std::vector<CollectiveRecord>& collectives() const { return collectives_; }
   const std::vector<std::string>& errors() const { return errors_; }
 
   // The summary: `run` (scenario, seed, world, ... given by the caller) plus throughput overall

@@ -4,9 +4,11 @@
 // model with a distributed optimizer. A new kind of workload is one more StepProgram.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "runtime/engine.h"
 #include "runtime/status.h"
 #include "runtime/time.h"
+#include "workloads/step_timeline.h"
 
 namespace kf {
 
@@ -27,17 +30,31 @@ struct StepContext {
   int batch_per_worker = 0;
   double learning_rate = 0;
   CollectiveReport report;
+  TimePoint step_begin;  // when the step's compute began
+  // Runs `task` on the engine's executor `delay` from now, unless the worker is gone by then.
+  std::function<void(Duration delay, std::function<void()> task)> after;
 };
 
 class StepProgram {
  public:
   virtual ~StepProgram() = default;
   // Once, before the first step of a worker that starts the job (not one joining later).
-  virtual void start(Engine& engine, DoneCallback done) { engine.reject(std::move(done), Status{}); }
+  virtual void start(Engine& engine, DoneCallback done) {
+    engine.reject(std::move(done), Status{});
+  }
   // The numeric work of a step (runs inside Compute: on a worker thread in the real world), or
   // empty for none.
   virtual std::function<void()> compute(std::int64_t step, int batch_per_worker) = 0;
-  // After compute: the step's communication and update. `done` runs on the engine's executor.
+  // Overlap: offsets within the step's compute (`compute` long at this step's batch) at which some
+  // of the step's communication may start, each gradient as the backward pass makes it; the
+  // trainer's Compute calls ready(context, i) at mark i (scaled as the compute is), all before
+  // communicate(). Empty, the default: everything starts in communicate(), after the compute.
+  virtual std::vector<Duration> ready_marks(Duration /*compute*/) { return {}; }
+  virtual void ready(const StepContext& /*context*/, std::size_t /*mark*/) {}
+  // With marks: the timeline they come from (for the records' layer spans); else none.
+  virtual std::shared_ptr<const StepTimeline> timeline() const { return nullptr; }
+  // After compute: the step's (remaining) communication and update. `done` runs on the engine's
+  // executor once all of the step's collectives, those ready() started included, are done.
   virtual void communicate(const StepContext& context, DoneCallback done) = 0;
   // What every worker must hold alike after a resize; rank 0's is broadcast to all.
   virtual std::vector<BufferView> state() = 0;

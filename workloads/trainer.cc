@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runtime/collectives.h"
@@ -24,10 +25,10 @@ Trainer::Trainer(ClusterSpec cluster, int rank, TrainerWorld world, TrainerOptio
   if (world_.transport == nullptr && world_.membership == nullptr)
     throw std::invalid_argument("trainer: the world gave no transport");
   build_engine(cluster, rank);
-  program_ = options_.program
-                 ? options_.program(rank, cluster.size())
-                 : std::make_unique<GradientProgram>(*options_.model, options_.fusion_bytes,
-                                                     options_.phantom, options_.verify);
+  program_ = options_.program ? options_.program(rank, cluster.size())
+                              : std::make_unique<GradientProgram>(
+                                    *options_.model, options_.fusion_bytes, options_.phantom,
+                                    options_.verify, options_.bucketing, options_.device);
 }
 
 Trainer::~Trainer() {
@@ -113,13 +114,20 @@ void Trainer::begin_step() {
   observer_.step_started(engine_->rank(), step_, current_.begin);
   if (options_.ping_every > 0 && step_ % options_.ping_every == 0) probe_latencies();
   const auto profiled = options_.compute_per_sample * batch_per_worker_;
-  world_.compute.run({.step = step_,
-                      .samples = batch_per_worker_,
-                      .profiled = profiled,
-                      .numeric = program_->compute(step_, batch_per_worker_)},
-                     [this, alive = alive_] {
-                       if (*alive) communicate();
-                     });
+  ComputeWork work{.step = step_,
+                   .samples = batch_per_worker_,
+                   .profiled = profiled,
+                   .numeric = program_->compute(step_, batch_per_worker_)};
+  work.marks = program_->ready_marks(profiled);
+  if (!work.marks.empty()) {
+    current_.timeline = program_->timeline();
+    work.at_mark = [this, alive = alive_](std::size_t mark) {
+      if (*alive && !abandoned_) program_->ready(context(), mark);
+    };
+  }
+  world_.compute.run(std::move(work), [this, alive = alive_] {
+    if (*alive) communicate();
+  });
 }
 
 void Trainer::probe_latencies() {
@@ -131,29 +139,41 @@ void Trainer::probe_latencies() {
   }
 }
 
+StepContext Trainer::context() {
+  return {.engine = *engine_,
+          .step = step_,
+          .batch_per_worker = batch_per_worker_,
+          .learning_rate = learning_rate_,
+          .report =
+              [this](const std::string& name, std::size_t bytes, TimePoint begin, TimePoint end) {
+                if (abandoned_) return;
+                observer_.collective_finished({.rank = engine_->rank(),
+                                               .step = step_,
+                                               .name = name,
+                                               .bytes = bytes,
+                                               .begin = begin,
+                                               .end = end,
+                                               .strategy = current_.strategy});
+                monitor_.collective_done(current_.strategy, bytes, begin, end);
+                if (current_.timeline) {
+                  current_.comm_begin = std::min(current_.comm_begin.value_or(begin), begin);
+                }
+              },
+          .step_begin = current_.begin,
+          .after =
+              [this, alive = alive_](Duration delay, std::function<void()> task) {
+                world_.executor.post_after(delay, [this, alive, task = std::move(task)] {
+                  if (*alive && !abandoned_) task();
+                });
+              }};
+}
+
 void Trainer::communicate() {
   if (abandoned_) return;
   current_.compute_end = world_.executor.now();
-  program_->communicate(
-      {.engine = *engine_,
-       .step = step_,
-       .batch_per_worker = batch_per_worker_,
-       .learning_rate = learning_rate_,
-       .report =
-           [this](const std::string& name, std::size_t bytes, TimePoint begin, TimePoint end) {
-             if (abandoned_) return;
-             observer_.collective_finished({.rank = engine_->rank(),
-                                            .step = step_,
-                                            .name = name,
-                                            .bytes = bytes,
-                                            .begin = begin,
-                                            .end = end,
-                                            .strategy = current_.strategy});
-             monitor_.collective_done(current_.strategy, bytes, begin, end);
-           }},
-      [this, alive = alive_](Status s) {
-        if (*alive) communicated(s);
-      });
+  program_->communicate(context(), [this, alive = alive_](Status s) {
+    if (*alive) communicated(s);
+  });
 }
 
 void Trainer::communicated(const Status& status) {

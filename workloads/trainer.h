@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "runtime/engine.h"
 #include "runtime/membership.h"
 #include "runtime/monitor.h"
+#include "workloads/bucketing.h"
 #include "workloads/model.h"
 #include "workloads/step_program.h"
 
@@ -31,6 +33,9 @@ struct TrainerOptions {
   const ModelProfile* model = nullptr;  // the default program's (and the profiled compute time's)
   int batch_per_worker = 32;
   std::size_t fusion_bytes = 0;  // 0: one allreduce per gradient tensor
+  // When gradients start (workloads/bucketing.h): none, after the compute; else as ready.
+  BucketingOptions bucketing;
+  std::string device;  // picks a profile's per-layer times for the step's timeline
   bool phantom = true;
   std::int64_t steps = 10;
   std::chrono::nanoseconds compute_per_sample{0};
@@ -60,6 +65,10 @@ struct StepRecord {
   int rank = 0;
   std::int64_t step = 0;
   TimePoint begin, compute_end, end;
+  // Overlapped steps only (StepProgram::ready_marks gave marks): when the step's first collective
+  // started, and the compute's nominal timeline (each layer's backward, for trace.json).
+  std::optional<TimePoint> comm_begin;
+  std::shared_ptr<const StepTimeline> timeline;
   std::int64_t samples = 0;
   std::string strategy;
   int cluster_size = 0;
@@ -112,6 +121,7 @@ class Trainer {
   TrainingState state() const;
   void begin_step();
   void probe_latencies();
+  StepContext context();
   void communicate();
   void communicated(const Status& status);
   void record_step(const PolicyOutcome& outcome);

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "runtime/units.h"
+#include "sim/scenario/profile_file.h"
 #include "sim/scenario/yaml_reader.h"
 #include "workloads/model.h"
 
@@ -143,6 +144,8 @@ class ScenarioReader : public yaml::Reader {
                      bool* bandwidth_given = nullptr) const;
   WorkloadConfig workload(const Node& n) const;
   NumericConfig numeric(const Node& n) const;
+  BucketingOptions bucketing(const Node& n) const;
+  ModelProfile profile(const Node& n, const std::string& path) const;
   StrategyName strategy(const Node& n) const;
   std::string optimizer(const Node& n, const WorkloadConfig& workload) const;
   std::vector<PolicySpec> policies(const Node& n) const;
@@ -338,7 +341,7 @@ LinkSpec ScenarioReader::link_spec(const Node& n, const std::string& path, LinkS
 WorkloadConfig ScenarioReader::workload(const Node& n) const {
   const MapView m(*this, n, "workload",
                   {"model", "device", "batch_per_worker", "fusion", "phantom", "compute_jitter",
-                   "numeric", "tensors", "compute"});
+                   "numeric", "tensors", "compute", "bucketing", "profile"});
   WorkloadConfig w;
   if (const auto v = m.get("numeric")) w.numeric = numeric(*v);
   if (const auto v = m.get("model")) {
@@ -349,13 +352,23 @@ WorkloadConfig ScenarioReader::workload(const Node& n) const {
       fail(*v, m.child("model"), e.what());
     }
   }
-  if (const auto v = m.get("device")) {
-    w.device = string(*v, m.child("device"));
-    try {
-      compute_time_per_sample(model_profile(w.model), w.device);
-    } catch (const std::invalid_argument& e) {
-      fail(*v, m.child("device"), e.what());
+  if (const auto v = m.get("profile")) {
+    for (const char* other : {"model", "tensors"}) {
+      if (m.get(other)) {
+        fail(m.key_node(other), m.child(other),
+             std::string("give either profile or ") + other + ", not both");
+      }
     }
+    w.profile = std::make_shared<const ModelProfile>(profile(*v, m.child("profile")));
+    w.model = w.profile->name;
+  }
+  if (const auto v = m.get("device")) w.device = string(*v, m.child("device"));
+  try {
+    compute_time_per_sample(workload_model(w), w.device);
+  } catch (const std::invalid_argument& e) {
+    if (const auto v = m.get("device")) fail(*v, m.child("device"), e.what());
+    fail(*m.get("profile"), m.child("profile"),
+         std::string(e.what()) + " (workload.device is " + w.device + " by default)");
   }
   if (const auto v = m.get("batch_per_worker")) {
     w.batch_per_worker = int32(*v, m.child("batch_per_worker"), 1);
@@ -383,7 +396,77 @@ WorkloadConfig ScenarioReader::workload(const Node& n) const {
     }
   }
   if (const auto v = m.get("compute")) w.compute = duration(*v, m.child("compute"));
+  if (const auto v = m.get("bucketing")) {
+    w.bucketing = bucketing(*v);
+    if (w.bucketing.mode != Bucketing::none) {
+      if (w.numeric) {
+        fail(*v, m.child("bucketing"),
+             "bucketing " + option_name(w.bucketing.mode) +
+                 " overlaps a profiled model's gradients with its backward pass; a numeric "
+                 "workload communicates after its step (use none)");
+      }
+      if (w.fusion_bytes != 0) {
+        fail(m.key_node("fusion"), m.child("fusion"),
+             "only with bucketing none (bucketing " + option_name(w.bucketing.mode) +
+                 " makes its own buckets)");
+      }
+    }
+  }
   return w;
+}
+
+// A profile file, relative to the scenario file's directory unless absolute; its own errors
+// point into it.
+ModelProfile ScenarioReader::profile(const Node& n, const std::string& path) const {
+  const std::string name = string(n, path);
+  std::filesystem::path p(name);
+  if (p.is_relative()) p = std::filesystem::path(file()).parent_path() / p;
+  if (!std::filesystem::is_regular_file(p)) {
+    fail(n, path, "no profile file '" + p.string() + "'");
+  }
+  return load_profile(p.string());
+}
+
+// A bucketing name, or {name: NAME, PARAM: VALUE, ...} with the parameters of that bucketing.
+BucketingOptions ScenarioReader::bucketing(const Node& n) const {
+  const std::string path = "workload.bucketing";
+  BucketingOptions b;
+  if (n.IsScalar()) {
+    b.mode = option<Bucketing>(n, path, "a bucketing name", "bucketing");
+    return b;
+  }
+  if (!n.IsMap()) {
+    fail(n, path,
+         "expected a bucketing name (" + option_names<Bucketing>() +
+             ") or a map {name: NAME, PARAMETER: VALUE, ...}, got " + describe(n));
+  }
+  const MapView m(*this, n, path, {"name", "bucket_cap", "first_bucket", "fusion_bytes", "cycle"});
+  b.mode = option<Bucketing>(m.require("name"), m.child("name"), "a bucketing name", "bucketing");
+  const std::array<std::pair<const char*, Bucketing>, 4> owners{
+      {{"bucket_cap", Bucketing::ddp},
+       {"first_bucket", Bucketing::ddp},
+       {"fusion_bytes", Bucketing::horovod},
+       {"cycle", Bucketing::horovod}}};
+  for (const auto& [key, owner] : owners) {
+    if (m.get(key) && b.mode != owner) {
+      fail(m.key_node(key), m.child(key),
+           "a parameter of bucketing " + option_name(owner) + ", not of " + option_name(b.mode));
+    }
+  }
+  const auto positive_size = [&](const char* key, std::size_t& out) {
+    if (const auto v = m.get(key)) {
+      out = size(*v, m.child(key));
+      if (out == 0) fail(*v, m.child(key), "must be positive, got " + v->Scalar());
+    }
+  };
+  positive_size("bucket_cap", b.bucket_cap);
+  positive_size("first_bucket", b.first_bucket);
+  positive_size("fusion_bytes", b.fusion_bytes);
+  if (const auto v = m.get("cycle")) {
+    b.cycle = duration(*v, m.child("cycle"));
+    if (b.cycle.count() == 0) fail(*v, m.child("cycle"), "must be positive, got " + v->Scalar());
+  }
+  return b;
 }
 
 NumericConfig ScenarioReader::numeric(const Node& n) const {
@@ -854,6 +937,10 @@ Scenario parse_scenario(const std::string& yaml_text, const std::string& file,
 
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
   return parse_scenario(as_scenario_errors([&] { return yaml::read_file(path); }), path, overrides);
+}
+
+const ModelProfile& workload_model(const WorkloadConfig& workload) {
+  return workload.profile ? *workload.profile : model_profile(workload.model);
 }
 
 // The topology the scenario's names refer to, with the "outside" host when asked for.

@@ -19,6 +19,8 @@
 #include "sim/sim_world.h"
 #include "topology/physical.h"
 #include "topology/strategy.h"
+#include "workloads/bucketing.h"
+#include "workloads/model.h"
 
 namespace kf {
 
@@ -55,6 +57,14 @@ constexpr RecoveryNames option_table(LossRecovery) {
 using CostNames = std::array<std::pair<StepCost, std::string_view>, 2>;
 constexpr CostNames option_table(StepCost) {
   return {{{StepCost::profile, "profile"}, {StepCost::numeric, "numeric"}}};
+}
+
+using BucketingNames = std::array<std::pair<Bucketing, std::string_view>, 4>;
+constexpr BucketingNames option_table(Bucketing) {
+  return {{{Bucketing::none, "none"},
+           {Bucketing::kungfu, "kungfu"},
+           {Bucketing::ddp, "ddp"},
+           {Bucketing::horovod, "horovod"}}};
 }
 
 template <typename E>
@@ -183,7 +193,10 @@ struct NumericConfig {
 };
 
 struct WorkloadConfig {
-  std::string model = "resnet50";  // see workloads/model.h
+  std::string model = "resnet50";  // see workloads/model.h; a profile file's name with `profile`
+  // A user's model read from a profile file (workload.profile; sim/scenario/profile_file.h), used
+  // instead of the shipped model named `model`.
+  std::shared_ptr<const ModelProfile> profile;
   std::string device = "k80";
   int batch_per_worker = 32;
   std::size_t fusion_bytes = 0;  // 0: one allreduce per gradient tensor
@@ -198,6 +211,10 @@ struct WorkloadConfig {
   // instead of the model x device profile's time; e.g. a bare allreduce benchmark, as kfbench's.
   std::vector<std::size_t> tensor_bytes;            // empty: the model's gradient tensors
   std::optional<std::chrono::nanoseconds> compute;  // unset: the profile's time per sample x batch
+  // How gradients are bucketed and when each bucket starts (workloads/bucketing.h). none, the
+  // default, computes the whole step first: the records of every scenario written before
+  // bucketing existed.
+  BucketingOptions bucketing;
 };
 
 // Elastic membership in the simulation: how many of the topology's worker slots run at the start,
@@ -257,6 +274,9 @@ struct Scenario {
   std::optional<Sweep> sweep;
   std::vector<Variant> variants;  // empty: one run of this scenario
 };
+
+// The workload's model: its profile file's, or the shipped model it names.
+const ModelProfile& workload_model(const WorkloadConfig& workload);
 
 // The physical network a scenario describes, with the "outside" host (a machine with no worker,
 // on the star's switch or on leaf0) when an event names it.
