@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "workloads/model.h"
+
 namespace kf {
 
 namespace fs = std::filesystem;
@@ -40,6 +42,20 @@ std::optional<std::string> digest_of(const std::string& path) {
   return fmt::format("{:016x}", XXH3_64bits_digest(state.get()));
 }
 
+// Everything a model profile read from a file says, one field per line.
+std::string profile_text(const ModelProfile& p) {
+  std::string text = fmt::format("profile={}\ngflops={:.17g}\n", p.name, p.forward_gflops);
+  for (const auto& t : p.tensors)
+    text += fmt::format("tensor={} {}\n", t.name, t.count);
+  for (const auto& l : p.layers) {
+    text += fmt::format("layer={} {} {} {:.17g}\n", l.name, l.first_tensor, l.tensor_count,
+                        l.forward_gflops);
+    for (const auto& [device, t] : l.times)
+      text += fmt::format("time={} {} {}\n", device, t.forward.count(), t.backward.count());
+  }
+  return text;
+}
+
 std::string run_digest(const std::string& build, const std::string& file_digest,
                        const std::vector<std::string>& overrides, const Arm& arm,
                        std::uint64_t seed) {
@@ -51,6 +67,8 @@ std::string run_digest(const std::string& build, const std::string& file_digest,
   for (const auto& o : arm.overrides)
     text += fmt::format("arm.override={}\n", o);
   text += fmt::format("seed={}\n", seed);
+  // A profile file the scenario reads (workload.profile) is part of what the run simulates.
+  if (const auto& profile = arm.scenario.workload.profile) text += profile_text(*profile);
   return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
 }
 

@@ -8,8 +8,9 @@
 //                        counts as complete only when this marker's digest is the planned one.
 //
 // A run's digest covers the kfsim build (a digest of the executable), the scenario file's bytes,
-// the overrides, the arm and the seed: records of a changed scenario, override or build never
-// pass for complete ones. Files the scenario only names (none today) are not covered.
+// the overrides, the arm, the seed and the contents of a model profile file the arm reads
+// (workload.profile): records of a changed scenario, profile, override or build never pass for
+// complete ones.
 #pragma once
 
 #include <cstddef>
