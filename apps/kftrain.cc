@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -114,6 +115,8 @@ int main(int argc, char** argv) {
   int batch = 32, steps = 20, ping_every = 0;
   double compute_ms = -1;
   std::size_t fusion = 0;
+  std::string bucketing_name = "none", horovod_cycle = "5ms";
+  kf::BucketingOptions bucketing;
   bool verify = false, quiet = false, journal = false;
   std::vector<std::string> policy_flags;
   // Numeric training.
@@ -130,6 +133,17 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "samples per worker per step");
   app.add_option("--steps", steps, "training steps");
   app.add_option("--fusion", fusion, "fuse gradients into buckets of this many bytes (0: none)");
+  std::map<std::string, kf::Bucketing> bucketing_modes;
+  for (const auto& [mode, name] : kf::kBucketingNames)
+    bucketing_modes.emplace(name, mode);
+  app.add_option("--bucketing", bucketing_name,
+                 "when gradients start: none (after the compute), kungfu (each tensor as it is "
+                 "ready), ddp (25 MiB buckets) or horovod (fused every cycle)")
+      ->check(CLI::IsMember(bucketing_modes));
+  app.add_option("--bucket-cap", bucketing.bucket_cap, "ddp: bytes per bucket after the first");
+  app.add_option("--first-bucket", bucketing.first_bucket, "ddp: bytes of the first bucket");
+  app.add_option("--horovod-fusion", bucketing.fusion_bytes, "horovod: fusion buffer bytes");
+  app.add_option("--horovod-cycle", horovod_cycle, "horovod: cycle time (5ms)");
   app.add_option("--compute-ms", compute_ms,
                  "compute time per step in ms (default: the profile's)");
   app.add_option("--policy", policy_flags,
@@ -214,6 +228,22 @@ int main(int argc, char** argv) {
         .ping_every = ping_every,
         .joining = env_or("KUNGFU_JOINING") == "1",
         .verify = verify};
+    bucketing.mode = bucketing_modes.at(bucketing_name);
+    bucketing.cycle = kf::parse_flag_duration(horovod_cycle);
+    if (bucketing.mode != kf::Bucketing::none) {
+      if (fusion != 0) {
+        throw std::invalid_argument("--fusion: only with --bucketing none (" + bucketing_name +
+                                    " makes its own buckets)");
+      }
+      if (use_gpu) throw std::invalid_argument("--bucketing " + bucketing_name + ": not with -gpu");
+      if (!numeric.empty()) {
+        throw std::invalid_argument("--bucketing " + bucketing_name +
+                                    ": not with --numeric (its models compute every gradient at "
+                                    "once)");
+      }
+    }
+    options.bucketing = bucketing;
+    options.device = device;
     if (config.strategy) options.engine.strategy = *config.strategy;
     if (use_gpu) {
       if (!numeric.empty()) throw std::invalid_argument("-gpu and -numeric do not go together");
@@ -268,8 +298,9 @@ int main(int argc, char** argv) {
       if (out.empty()) throw std::invalid_argument("-journal needs -out");
       step_journal = std::make_unique<StepJournal>(record_dir);
       if (!options.program) {
-        options.program = [&model, fusion, verify](int, int) {
-          return std::make_unique<kf::GradientProgram>(model, fusion, false, verify);
+        options.program = [&model, fusion, verify, bucketing, device](int, int) {
+          return std::make_unique<kf::GradientProgram>(model, fusion, false, verify, bucketing,
+                                                       device);
         };
       }
       options.program = [inner = options.program, digest](int rank, int size) {

@@ -1,32 +1,63 @@
 #include "real/local_compute.h"
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 
 namespace kf {
 
-void LocalCompute::run(ComputeWork work, std::function<void()> done) {
-  // The marks are not timed here: they all run just before done (Compute's contract), so a real
-  // step overlaps no gradient with its backward pass yet.
-  if (!work.marks.empty()) {
-    done = [n = work.marks.size(), at_mark = std::move(work.at_mark), then = std::move(done)] {
-      for (std::size_t i = 0; i < n; ++i)
-        at_mark(i);
-      then();
-    };
-    work.marks.clear();
+namespace {
+
+// One step's work on the caller's executor. Three things must happen before `done`: the numeric
+// part has finished (the gradients exist), the profiled duration has passed, and every mark has
+// run. A mark runs once its offset has passed and the numeric part has finished, in index order:
+// the gradients a mark hands to communication are written by the numeric part, which computes
+// them all at once.
+struct StepInFlight {
+  ComputeWork work;
+  std::function<void()> done;
+  bool numeric_done = false;
+  bool profiled_passed = false;
+  std::size_t marks_due = 0;  // marks whose offset has passed
+  std::size_t marks_run = 0;
+
+  void advance() {
+    if (!numeric_done) return;
+    while (marks_run < marks_due)
+      work.at_mark(marks_run++);
+    if (profiled_passed && marks_run == work.marks.size() && done) std::exchange(done, nullptr)();
   }
-  worker_.post([this, work = std::move(work), done = std::move(done)]() mutable {
-    const auto begin = std::chrono::steady_clock::now();
-    if (work.numeric) work.numeric();
-    const auto spent =
-        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - begin);
-    const Duration rest = work.profiled > spent ? work.profiled - spent : Duration::zero();
-    if (rest > Duration::zero()) {
-      caller_.post_after(rest, std::move(done));
-    } else {
-      caller_.post(std::move(done));
-    }
+};
+
+}  // namespace
+
+void LocalCompute::run(ComputeWork work, std::function<void()> done) {
+  auto step = std::make_shared<StepInFlight>();
+  step->done = std::move(done);
+  std::function<void()> numeric = std::move(work.numeric);
+  step->work = std::move(work);
+  step->numeric_done = !numeric;
+  // The timers count from now, on the caller's clock; a mark at offset 0 still waits its turn
+  // behind the tasks already posted, as every mark does.
+  for (std::size_t i = 0; i < step->work.marks.size(); ++i) {
+    caller_.post_after(step->work.marks[i], [step, i] {
+      step->marks_due = std::max(step->marks_due, i + 1);
+      step->advance();
+    });
+  }
+  caller_.post_after(step->work.profiled, [step] {
+    step->profiled_passed = true;
+    step->advance();
   });
+  if (numeric) {
+    worker_.post([this, step, numeric = std::move(numeric)] {
+      numeric();
+      caller_.post([step] {
+        step->numeric_done = true;
+        step->advance();
+      });
+    });
+  }
 }
 
 }  // namespace kf

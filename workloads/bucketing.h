@@ -4,8 +4,11 @@
 // name, whatever order they start in.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/time.h"
@@ -20,6 +23,14 @@ enum class Bucketing : std::uint8_t {
   ddp,     // PyTorch DDP: buckets in reverse parameter order, each started when full
   horovod  // Horovod: every `cycle`, what is ready is fused into buffers of `fusion_bytes`
 };
+
+// Each mode's name, as scenarios (workload.bucketing) and kftrain (--bucketing) spell it.
+inline constexpr std::array<std::pair<Bucketing, std::string_view>, 4> kBucketingNames{{
+    {Bucketing::none, "none"},
+    {Bucketing::kungfu, "kungfu"},
+    {Bucketing::ddp, "ddp"},
+    {Bucketing::horovod, "horovod"},
+}};
 
 struct BucketingOptions {
   Bucketing mode = Bucketing::none;

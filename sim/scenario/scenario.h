@@ -59,12 +59,8 @@ constexpr CostNames option_table(StepCost) {
   return {{{StepCost::profile, "profile"}, {StepCost::numeric, "numeric"}}};
 }
 
-using BucketingNames = std::array<std::pair<Bucketing, std::string_view>, 4>;
-constexpr BucketingNames option_table(Bucketing) {
-  return {{{Bucketing::none, "none"},
-           {Bucketing::kungfu, "kungfu"},
-           {Bucketing::ddp, "ddp"},
-           {Bucketing::horovod, "horovod"}}};
+constexpr auto option_table(Bucketing) {
+  return kBucketingNames;
 }
 
 template <typename E>
