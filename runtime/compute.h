@@ -21,7 +21,7 @@ struct ComputeWork {
   // Points inside the work (offsets within `profiled`, nondecreasing, none past it) at which
   // `at_mark(i)` runs on the caller's executor, in order and all before `done`: a gradient ready
   // during the backward pass. They stretch as the work does (a straggler's marks come later). A
-  // world that cannot time them runs them all just before `done`.
+  // mark never runs before `numeric` has returned, when there is one: it writes the gradients.
   std::vector<Duration> marks;
   std::function<void(std::size_t)> at_mark;
 };

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <future>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace kf {
@@ -118,6 +119,63 @@ TEST(LocalCompute, LongMathIsNotPaddedFurther) {
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_GE(took, 30ms);
   EXPECT_LT(took, 2s);
+}
+
+// Marks run on the loop, in order, each no earlier than its offset, all before done: a bucket
+// goes out while the rest of the step is still being waited out.
+TEST(LocalCompute, RunsMarksAtTheirOffsetsBeforeDone) {
+  EventLoop loop;
+  LocalCompute compute(loop);
+  std::promise<void> done;
+  std::vector<std::pair<std::size_t, std::chrono::steady_clock::duration>> seen;
+  bool marks_on_loop = true;
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration done_at{};
+  loop.post([&] {
+    compute.run({.profiled = 60ms,
+                 .marks = {10ms, 10ms, 30ms},
+                 .at_mark =
+                     [&](std::size_t i) {
+                       marks_on_loop = marks_on_loop && loop.in_loop_thread();
+                       seen.emplace_back(i, std::chrono::steady_clock::now() - start);
+                     }},
+                [&] {
+                  done_at = std::chrono::steady_clock::now() - start;
+                  done.set_value();
+                });
+  });
+  done.get_future().wait();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_TRUE(marks_on_loop);
+  const std::chrono::milliseconds offsets[] = {10ms, 10ms, 30ms};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(seen[i].first, i);
+    EXPECT_GE(seen[i].second, offsets[i]);
+  }
+  EXPECT_GE(done_at, 60ms);
+  EXPECT_LE(seen[2].second, done_at);
+}
+
+// With numeric work a mark also waits for the math, which writes every gradient at once.
+TEST(LocalCompute, MarksWaitForTheMath) {
+  EventLoop loop;
+  LocalCompute compute(loop);
+  std::promise<void> done;
+  std::atomic<bool> math_done{false};
+  bool mark_after_math = false;
+  loop.post([&] {
+    compute.run({.profiled = 5ms,
+                 .numeric =
+                     [&] {
+                       std::this_thread::sleep_for(30ms);
+                       math_done = true;
+                     },
+                 .marks = {1ms},
+                 .at_mark = [&](std::size_t) { mark_after_math = math_done; }},
+                [&] { done.set_value(); });
+  });
+  done.get_future().wait();
+  EXPECT_TRUE(mark_after_math);
 }
 
 }  // namespace
