@@ -28,12 +28,20 @@
 #include "python/src/session.h"
 #include "runtime/dtype.h"
 #include "runtime/reduce.h"
+#include "workloads/dataset.h"
 #include "workloads/gradient_monitors.h"
+#include "workloads/optimizer.h"
 
 namespace py = pybind11;
 
 namespace kf::python {
 namespace {
+
+// kf::LocalOptimizer with the number of parameters it was made for.
+struct LocalOptimizerHandle {
+  std::unique_ptr<kf::LocalOptimizer> optimizer;
+  std::size_t parameters = 0;
+};
 
 // The exception classes, made once at import.
 struct Errors {
@@ -408,6 +416,63 @@ PYBIND11_MODULE(_core, m) {
       .def("noise_scale", &kf::GnsEstimator::noise_scale)
       .def_property_readonly("true_norm2", &kf::GnsEstimator::true_norm2)
       .def_property_readonly("noise_trace", &kf::GnsEstimator::noise_trace);
+  py::class_<kf::ShardSampler>(
+      m, "ShardSampler",
+      "kfsim's sampler (workloads/dataset.h): every epoch a permutation of the data set from seed "
+      "and epoch, of which rank r takes positions r, r + size, ...; batches continue where the "
+      "last one ended.")
+      .def(py::init<std::size_t, int, int, std::uint64_t, std::uint64_t>(), py::arg("dataset_size"),
+           py::arg("rank"), py::arg("size"), py::arg("seed"), py::arg("cursor") = 0)
+      .def("next_batch", &kf::ShardSampler::next_batch, py::arg("batch_size"))
+      .def_property_readonly("cursor", &kf::ShardSampler::cursor)
+      .def_property_readonly("epoch", &kf::ShardSampler::epoch)
+      .def_property_readonly("shard_size", &kf::ShardSampler::shard_size);
+  py::class_<LocalOptimizerHandle>(
+      m, "LocalOptimizer",
+      "kfsim's local update rule (workloads/optimizer.h): sgd (heavy-ball momentum) or adam, on "
+      "one flat float32 vector of parameters.")
+      .def(py::init([](const std::string& name, std::size_t parameters, double momentum,
+                       double beta1, double beta2, double epsilon) {
+             kf::OptimizerOptions options{.name = name,
+                                          .momentum = momentum,
+                                          .beta1 = beta1,
+                                          .beta2 = beta2,
+                                          .epsilon = epsilon};
+             try {
+               return LocalOptimizerHandle{kf::make_local_optimizer(options, parameters),
+                                           parameters};
+             } catch (const std::invalid_argument& e) {
+               throw py::value_error(e.what());
+             }
+           }),
+           py::arg("name"), py::arg("parameters"), py::arg("momentum") = 0.9,
+           py::arg("beta1") = 0.9, py::arg("beta2") = 0.999, py::arg("epsilon") = 1e-8)
+      .def_property_readonly("name",
+                             [](const LocalOptimizerHandle& h) { return h.optimizer->name(); })
+      .def(
+          "step",
+          [](LocalOptimizerHandle& h, py::array_t<float, py::array::c_style> parameters,
+             py::array_t<float, py::array::c_style> gradient, double lr) {
+            if (static_cast<std::size_t>(parameters.size()) != h.parameters ||
+                static_cast<std::size_t>(gradient.size()) != h.parameters) {
+              throw py::value_error(fmt::format(
+                  "LocalOptimizer.step: {} parameters and {} gradients, the optimizer has {}",
+                  parameters.size(), gradient.size(), h.parameters));
+            }
+            h.optimizer->step(std::span<float>(parameters.mutable_data(), h.parameters),
+                              std::span<const float>(gradient.data(), h.parameters), lr);
+          },
+          py::arg("parameters").noconvert(), py::arg("gradient").noconvert(), py::arg("lr"),
+          "parameters -= update(gradient), in place (float32 C-contiguous arrays).")
+      .def(
+          "state",
+          [](py::object self) {
+            auto& h = self.cast<LocalOptimizerHandle&>();
+            const std::span<float> s = h.optimizer->state();
+            // A writable view of the optimizer's own state that keeps the optimizer alive.
+            return py::array_t<float>({s.size()}, {sizeof(float)}, s.data(), self);
+          },
+          "The state (momentum; Adam's moments and step count) as a writable float32 view.");
   m.def(
       "gradient_variance",
       [](py::array_t<float, py::array::c_style | py::array::forcecast> sum,

@@ -15,6 +15,19 @@ GradientVariance, on the runtime's estimators. Policies: PolicyRunner runs the C
 (adaptive_batch_size, adaptive_strategy, elastic_provisioning, scheduled_resize) and BasePolicy
 subclasses through the agreement round of kfsim and kftrain (kungfu.torch.policies). Importing it
 registers the torch.distributed backend "kungfu" (kungfu.torch.distributed).
+
+Task modules (kungfu.torch.task): a file with model() and data(train) (optionally loss() and
+profile()), such as examples/fashion_cnn.py, runs in both worlds with the same math:
+
+    kfrun -np 4 /usr/bin/python3 -m kungfu.torch.train examples/fashion_cnn.py --optimizer sma \
+        --batch 32 --steps 200 --eval-every 50 --out runs/real      # real processes
+    python3 -m kungfu.torch.profile examples/fashion_cnn.py --device cpu --out cnn.cpu.yaml
+    kfsim scenario.yaml        # workload: {torch: {module: examples/fashion_cnn.py}}, or
+                               # workload: {profile: cnn.cpu.yaml, device: cpu}
+
+kungfu.torch.train uses kfsim's sampler (kungfu._core.ShardSampler) and local update rule
+(kungfu.torch.local.LocalOptimizer, the C++ kf::LocalOptimizer), so a seeded S-SGD run takes
+kfsim's steps; its docstring lists where the worlds cannot agree bit for bit.
 """
 
 from kungfu.torch import distributed as _distributed

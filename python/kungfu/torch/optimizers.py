@@ -61,6 +61,13 @@ def _wrap(cls: type, optimizer: torch.optim.Optimizer, **kw: Any) -> torch.optim
     return wrapped
 
 
+def _f32_factors(alpha: float, n: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(a, 1 - a, 1 / n) as float32 scalars computed in float32, as kfsim's C++ does."""
+    a = torch.tensor(alpha, dtype=torch.float32)
+    return a, torch.tensor(1.0, dtype=torch.float32) - a, (
+        torch.tensor(1.0, dtype=torch.float32) / torch.tensor(float(n), dtype=torch.float32))
+
+
 class _SynchronousSGD:
     def _kungfu_init(self, named_parameters: NamedParameters, op: str,
                      monitors: Sequence[Any]) -> None:
@@ -147,14 +154,16 @@ class _SynchronousAveraging:
         self._kungfu_alpha = alpha
 
     def average_models(self) -> None:
-        """x <- (1 - alpha) x + alpha mean(x) for every parameter, over the workers."""
+        """x <- (1 - alpha) x + alpha mean(x) for every parameter, over the workers: in float32,
+        as kfsim computes it (workloads/numeric_program.cc), (1 - a) x + (a sum(x)) (1 / n)."""
         with torch.no_grad():
-            handles = [(p, kungfu.allreduce_async(p.data, "avg",
+            handles = [(p, kungfu.allreduce_async(p.data, "sum",
                                                   name=f"kungfu.model/{name}"))
                        for p, name in self._kungfu_names.items()]
+            a, keep, inv = _f32_factors(self._kungfu_alpha, kungfu.size())
             for p, h in handles:
-                average = h.wait()  # before p changes: the allreduce reads p until it completes
-                p.data.mul_(1 - self._kungfu_alpha).add_(average, alpha=self._kungfu_alpha)
+                total = h.wait()  # before p changes: the allreduce reads p until it completes
+                p.data.copy_(p.data * keep.to(p.dtype) + total * a.to(p.dtype) * inv.to(p.dtype))
 
     def step(self, closure=None):
         self.average_models()
@@ -185,9 +194,11 @@ class _AdaptiveSGD:
             for p, name in self._kungfu_names.items():
                 if p.grad is not None:
                     self._kungfu_handles[p] = kungfu.allreduce_async(
-                        p.grad, "avg", inplace=True, name=f"kungfu.grad/{name}")
-            for h in self._kungfu_handles.values():
+                        p.grad, "sum", inplace=True, name=f"kungfu.grad/{name}")
+            inv = _f32_factors(1.0, kungfu.size())[2]
+            for p, h in self._kungfu_handles.items():
                 h.wait()
+                p.grad.mul_(inv.to(p.grad.dtype))  # sum x (1 / n) in float32, as kfsim's S-SGD
             self._kungfu_handles.clear()
         return super(self.__class__, self).step(closure)
 
