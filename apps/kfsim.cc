@@ -29,6 +29,29 @@
 #include "sim/experiment_plan.h"
 #include "sim/plot.h"
 
+namespace {
+
+// Runs an experiment step and maps what it throws to kfsim's exit codes: 2 for bad input (a
+// scenario or an experiment directory that cannot be used, with the message naming the place),
+// 1 for anything else that went wrong.
+template <typename Run>
+int exit_code_of(Run&& run) {
+  try {
+    return run();
+  } catch (const kf::ScenarioError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
+  } catch (const kf::ExperimentError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "kfsim: {}\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"kfsim: run a KungFu testbed scenario in the simulated world"};
   kf::ExperimentOptions options;
@@ -87,35 +110,25 @@ int main(int argc, char** argv) {
                    : "give one scenario FILE, or --collect DIR, or --run-task DIR INDEX");
     return 2;
   }
-  try {
-    if (!collect.empty()) {
+  if (!collect.empty()) {
+    return exit_code_of([&] {
       const int code = kf::collect_experiment(collect, options.quiet);
       return plot ? std::max(code, kf::plot_records(collect, options.quiet)) : code;
+    });
+  }
+  if (!run_task.empty()) {
+    std::size_t used = 0;
+    unsigned long index = 0;
+    try {
+      index = std::stoul(run_task[1], &used);
+    } catch (const std::exception&) {
+      used = 0;
     }
-    if (!run_task.empty()) {
-      std::size_t used = 0;
-      unsigned long index = 0;
-      try {
-        index = std::stoul(run_task[1], &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != run_task[1].size()) {
-        fmt::print(stderr, "kfsim --run-task: INDEX must be a run's number, not '{}'\n",
-                   run_task[1]);
-        return 2;
-      }
-      return kf::run_experiment_task(run_task[0], index, options.quiet);
+    if (used == 0 || used != run_task[1].size()) {
+      fmt::print(stderr, "kfsim --run-task: INDEX must be a run's number, not '{}'\n", run_task[1]);
+      return 2;
     }
-  } catch (const kf::ScenarioError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 2;
-  } catch (const kf::ExperimentError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "kfsim: {}\n", e.what());
-    return 1;
+    return exit_code_of([&] { return kf::run_experiment_task(run_task[0], index, options.quiet); });
   }
 
   kf::Scenario scenario;
@@ -140,17 +153,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.out.empty()) options.out = "out/" + scenario.name;
-  try {
+  return exit_code_of([&] {
     const int code = kf::run_experiment(scenario, options);
     return plot ? std::max(code, kf::plot_records(options.out, options.quiet)) : code;
-  } catch (const kf::ScenarioError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 2;
-  } catch (const kf::ExperimentError& e) {
-    fmt::print(stderr, "{}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "kfsim: {}\n", e.what());
-    return 1;
-  }
+  });
 }
