@@ -7,6 +7,7 @@
 //   kfsim FILE --slurm [--no-wait] [-- SBATCH OPTIONS]
 //                                    the runs as one Slurm job array, then collect them
 //   kfsim --collect DIR              merge the finished runs of the experiment in DIR
+//   kfsim --write-profile MODEL      print a shipped model as a profile file (workload.profile)
 //
 // A file with `sweep:` runs once per value (OUT/KEY=VALUE/, OUT/sweep.csv); one with `variants:`
 // runs each named arm (OUT/NAME/) and compares them (OUT/summary.json, OUT/variants.csv). With
@@ -28,6 +29,7 @@
 #include "sim/experiment.h"
 #include "sim/experiment_plan.h"
 #include "sim/plot.h"
+#include "sim/scenario/profile_writer.h"
 
 namespace {
 
@@ -94,11 +96,25 @@ int main(int argc, char** argv) {
   app.add_option("--run-task", run_task, "DIR INDEX: run one run of DIR's experiment (Slurm)")
       ->expected(2)
       ->excludes(collect_opt);
+  std::string write_profile;
+  app.add_option("--write-profile", write_profile,
+                 "print the shipped MODEL as a profile file (workload.profile) and exit")
+      ->excludes("file")
+      ->excludes(collect_opt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
+  }
+  if (!write_profile.empty()) {
+    try {
+      fmt::print("{}", kf::shipped_profile(write_profile));
+      return 0;
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "kfsim --write-profile: {}\n", e.what());
+      return 2;
+    }
   }
   options.slurm_wait = !no_wait;
   options.sbatch_args = rest;

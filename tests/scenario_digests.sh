@@ -31,6 +31,7 @@ cases=(
   "scalability.flow|scenarios/scalability.yaml|--world flow"
   "adaptive-batch.flow|scenarios/adaptive-batch.yaml|--world flow --set steps=120"
   "scale-1024.flow|scenarios/scale-1024.yaml|--world flow --set topology.leaves=4 --set steps=3"
+  "bucketing.flow|scenarios/bucketing.yaml|--world flow --set topology.hosts=4 --set steps=3"
   "fig7.flow|artifact/scenarios/fig7.yaml|--world flow"
   "fidelity.flow|artifact/scenarios/fidelity.yaml|--world flow"
   "contention.ns3|scenarios/contention.yaml|--world ns3 ${small[*]}"

@@ -437,6 +437,35 @@ TEST(ScenarioErrors, ProfileFiles) {
           "  - {name: b, parameters: 1, times: {v100: {forward: 1ms, backward: 1ms}}}\n",
       4, 37, "layer 'b' gives times for other devices than the layers before it (k80)");
   expect_profile_error("name: m\nlayers: []\n", 2, 9, "layers: expected a non-empty list");
+  // A layer's tensors.
+  const ModelProfile t =
+      parse_profile(head +
+                        "  - {name: a, forward_gflops: 1, tensors: [{name: a/w, parameters: 6},\n"
+                        "                                       {name: a/b, parameters: 2}]}\n"
+                        "  - {name: b, parameters: 3, forward_gflops: 1}\n",
+                    "p.yaml");
+  ASSERT_EQ(t.tensors.size(), 3u);
+  EXPECT_EQ(t.tensors[1].name, "a/b");
+  EXPECT_EQ(t.layers[0].tensor_count, 2u);
+  EXPECT_EQ(t.layers[1].first_tensor, 2u);
+  EXPECT_EQ(t.tensors[2].name, "b");
+  expect_profile_error(
+      head +
+          "  - {name: a, parameters: 1, forward_gflops: 1, tensors: [{name: w, parameters: 1}]}\n",
+      3, 15, "layers[0].parameters: give either parameters or tensors, not both");
+  expect_profile_error(
+      head + "  - {name: a, forward_gflops: 1, tensors: []}\n", 3, 43,
+      "layers[0].tensors: expected a non-empty list of {name: NAME, parameters: N}");
+  expect_profile_error(
+      head + "  - {name: a, forward_gflops: 1, tensors: [{name: w, parameters: 0}]}\n", 3, 66,
+      "layers[0].tensors[0].parameters: must be at least 1, got 0");
+  expect_profile_error(head +
+                           "  - {name: a, forward_gflops: 1, tensors: [{name: b, parameters: 1}]}\n"
+                           "  - {name: b, parameters: 1, forward_gflops: 1}\n",
+                       4, 12, "layers[1].name: duplicate tensor 'b'");
+  expect_profile_error(
+      head + "  - {name: a, forward_gflops: 1, tensors: [{name: w, parameters: 1, bias: 2}]}\n", 3,
+      69, "unknown key 'bias' in layers[0].tensors[0]");
   expect_profile_error(head + "  - {name: a, parameters: 1, forward_gflops: 1, flops: 2}\n", 3, 49,
                        "unknown key 'flops' in layers[0]");
 }

@@ -43,6 +43,14 @@ class StepRow:
     batch: int | None = None
     values: dict[str, float] = field(default_factory=dict)
     host: str = ""
+    # The communication the compute did not hide. steps.csv has the column only when some step
+    # overlapped (workload.bucketing other than none); without overlap it equals comm_s, which is
+    # what a missing value (None) becomes.
+    exposed_comm_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.exposed_comm_s is None:
+            self.exposed_comm_s = self.comm_s
 
 
 @dataclass
@@ -220,14 +228,20 @@ def load_steps(path: Path) -> list[StepRow]:
     for line, r in _read_csv(path, STEP_COLUMNS):
         f = lambda name, conv: _field(path, line, r, name, conv)  # noqa: E731
         batch = r.get("batch")
+        exposed = r.get("exposed_comm_s")
         s = StepRow(rank=f("rank", int), step=f("step", int), start_s=f("start_s", float),
                     end_s=f("end_s", float), compute_s=f("compute_s", float),
                     comm_s=f("comm_s", float), samples=f("samples", int),
                     strategy=r["strategy"], cluster_size=f("cluster_size", int),
                     batch=f("batch", int) if batch not in (None, "") else None,
-                    values=_values(path, line, r.get("values") or ""))
+                    values=_values(path, line, r.get("values") or ""),
+                    exposed_comm_s=f("exposed_comm_s", float) if exposed not in (None, "") else None)
         if s.end_s < s.start_s:
             raise RecordError(f"{path}:{line}: end_s before start_s")
+        # Both are printed to the nanosecond from the same clock: exposed <= comm exactly.
+        if exposed not in (None, "") and not 0 <= s.exposed_comm_s <= s.comm_s + 1e-9:
+            raise RecordError(f"{path}:{line}: exposed_comm_s {s.exposed_comm_s} outside "
+                              f"[0, comm_s {s.comm_s}]")
         out.append(s)
     return out
 

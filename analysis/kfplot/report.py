@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import accuracy as acc
+from . import breakdown as bd
 from . import busbw as bw
 from . import scaling as sc
 from . import tcp
@@ -15,10 +16,12 @@ from .records import (Bench, RecordError, Run, is_run_dir, load_kfbench, load_ru
 
 
 def plot_run(run: Run, out: Path) -> list[Path]:
-    """Throughput timeline, cluster size, accuracy (numeric workloads), busbw (when collectives),
-    the TCP senders (when the world sampled them: tcp.csv)."""
+    """Throughput timeline, cluster size, each step's compute and communication, accuracy
+    (numeric workloads), busbw (when collectives), the TCP senders (when the world sampled them:
+    tcp.csv)."""
     written = tl.throughput_timeline([run], out / "throughput")
     written += tl.cluster_size([run], out / "cluster_size")
+    written += bd.breakdown(run, out / "step_breakdown")
     if acc.has_value(run):
         target = run.summary.get("target_accuracy") or None
         written += acc.accuracy([run], out / "accuracy", target=target)
@@ -32,9 +35,11 @@ def plot_run(run: Run, out: Path) -> list[Path]:
 
 
 def plot_group(runs: Sequence[Run], out: Path, prefix: str = "") -> list[Path]:
-    """Several runs overlaid with a legend; where two or more sampled their TCP senders, their
-    windows and round trips on one figure."""
+    """Several runs overlaid with a legend, their mean steps' compute and communication side by
+    side; where two or more sampled their TCP senders, their windows and round trips on one
+    figure."""
     written = tl.throughput_timeline(runs, out / f"{prefix}throughput")
+    written += bd.breakdown_compare(runs, out / f"{prefix}step_breakdown")
     if len({s.cluster_size for r in runs for s in r.steps}) > 1:
         written += tl.cluster_size(runs, out / f"{prefix}cluster_size")
     with_acc = [r for r in runs if acc.has_value(r)]
@@ -69,6 +74,16 @@ def plot_paths(paths: Sequence[Path | str], out: Path | str | None = None,
             sweeps.append((label or p.name, rows))
             written += sc.scaling([(label or p.name, rows)], p / "scaling",
                                   title=f"{p.name}: actual vs ideal throughput")
+            arms = sub_runs(p)
+            if arms:  # the runs beside sweep.csv (KEY=VALUE/): each value's mean step, in its order
+                order = {f"{r.key}={r.value}": i for i, r in enumerate(rows)}
+                arms.sort(key=lambda s: order.get(s.name if s.parent == p else s.parent.name, len(order)))
+                names = {f"{r.key}={r.value}": r.value for r in rows}
+                written += bd.breakdown_compare(
+                    [load_run(s, names.get(s.name, s.name) if s.parent == p
+                              else f"{names.get(s.parent.name, s.parent.name)}/{s.name}")
+                     for s in arms], p / "step_breakdown",
+                    title=f"{p.name}: a step's compute and communication per {rows[0].key}")
             continue
         if is_run_dir(p):
             run = load_run(p, label)

@@ -191,8 +191,8 @@ class PlotTest(unittest.TestCase):
     def test_single_run(self) -> None:
         d = write_run(self.dir / "run")
         written = report.plot_paths([d])
-        self.assert_plots(d, ["throughput", "cluster_size", "accuracy", "busbw"])
-        self.assertEqual(len(written), 8)
+        self.assert_plots(d, ["throughput", "cluster_size", "step_breakdown", "accuracy", "busbw"])
+        self.assertEqual(len(written), 10)
 
     def test_tcp_senders(self) -> None:
         d = write_run(self.dir / "run")
@@ -212,7 +212,7 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(tcp.busiest(rows, 2), ["w0->outside #1", "w0->w1"])
         written = report.plot_paths([d])
         self.assert_plots(d, ["tcp"])
-        self.assertEqual(len(written), 10)
+        self.assertEqual(len(written), 12)
         (d / "tcp.csv").write_text("time_s,kind,src\n0.1,job,w0\n")
         with self.assertRaisesRegex(RecordError, "tcp.csv:2: KeyError"):
             report.plot_paths([d])
@@ -258,7 +258,7 @@ class PlotTest(unittest.TestCase):
         write_run(variants / "fixed-small")
         write_run(variants / "adaptive", workers=3)
         report.plot_paths([variants])
-        self.assert_plots(variants, ["throughput", "cluster_size", "accuracy"])
+        self.assert_plots(variants, ["throughput", "cluster_size", "accuracy", "step_breakdown"])
         sweep = self.dir / "sweep"
         sweep.mkdir()
         (sweep / "sweep.csv").write_text(

@@ -3,7 +3,10 @@
 //   name: my_model                 # required
 //   layers:                        # required, forward order, at least one
 //     - name: conv1                # required, unique
-//       parameters: 1728           # required, >= 1: the layer's gradient elements (f32)
+//       parameters: 1728           # >= 1: the layer's gradient elements (f32), one tensor named
+//                                  # after the layer; or instead:
+//       tensors:                   # its gradient tensors, forward order, at least one
+//         - {name: conv1/kernel, parameters: 1728}   # name unique in the model; parameters >= 1
 //       forward_gflops: 0.118      # per sample; on every layer or on none
 //       times:                     # per sample, by device; on every layer for the same devices
 //         v100: {forward: 40us, backward: 80us}
@@ -45,6 +48,8 @@ class ProfileReader : public yaml::Reader {
       fail(layers, "layers", "expected a non-empty list of layers, got " + describe(layers));
     }
     std::set<std::string> names;
+    // Every tensor's name, across layers: a tensor's allreduce is named after it.
+    std::set<std::string> tensor_names;
     // The devices the first timed layer gives, and whether the first layer gave FLOPs: every
     // other layer must agree, so the timeline never mixes units.
     std::optional<std::set<std::string>> devices;
@@ -52,15 +57,26 @@ class ProfileReader : public yaml::Reader {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const Node l = layers[i];
       const std::string path = "layers[" + std::to_string(i) + "]";
-      const MapView lm(*this, l, path, {"name", "parameters", "forward_gflops", "times"});
+      const MapView lm(*this, l, path,
+                       {"name", "parameters", "tensors", "forward_gflops", "times"});
       LayerProfile layer{.name = string(lm.require("name"), lm.child("name")),
                          .first_tensor = p.tensors.size(),
-                         .tensor_count = 1};
+                         .tensor_count = 0};
       if (!names.insert(layer.name).second) {
         fail(lm.require("name"), lm.child("name"), "duplicate layer '" + layer.name + "'");
       }
-      const Node params = lm.require("parameters");
-      const std::int64_t count = integer(params, lm.child("parameters"), 1);
+      if (const auto ts = lm.get("tensors")) {
+        if (lm.get("parameters")) {
+          fail(lm.key_node("parameters"), lm.child("parameters"),
+               "give either parameters or tensors, not both");
+        }
+        read_tensors(*ts, lm.child("tensors"), p, tensor_names);
+      } else {
+        const Node params = lm.require("parameters");
+        add_tensor(p, tensor_names, layer.name, integer(params, lm.child("parameters"), 1),
+                   lm.require("name"), lm.child("name"));
+      }
+      layer.tensor_count = p.tensors.size() - layer.first_tensor;
       const auto f = lm.get("forward_gflops");
       if (f) {
         layer.forward_gflops = number(*f, lm.child("forward_gflops"));
@@ -84,7 +100,6 @@ class ProfileReader : public yaml::Reader {
         read_times(*t, lm.child("times"), layer, devices);
       else if (devices)
         fail(l, path, "layer '" + layer.name + "' has no times; the layers before it have");
-      p.tensors.push_back({layer.name, static_cast<std::size_t>(count)});
       p.forward_gflops += layer.forward_gflops;
       p.layers.push_back(std::move(layer));
     }
@@ -92,6 +107,29 @@ class ProfileReader : public yaml::Reader {
   }
 
  private:
+  // Appends the tensor `name` of `count` elements; `where`/`path` locate its name for an error.
+  void add_tensor(ModelProfile& p, std::set<std::string>& tensor_names, const std::string& name,
+                  std::int64_t count, const Node& where, const std::string& path) const {
+    if (!tensor_names.insert(name).second) fail(where, path, "duplicate tensor '" + name + "'");
+    p.tensors.push_back({name, static_cast<std::size_t>(count)});
+  }
+
+  void read_tensors(const Node& n, const std::string& path, ModelProfile& p,
+                    std::set<std::string>& tensor_names) const {
+    if (!n.IsSequence() || n.size() == 0) {
+      fail(n, path, "expected a non-empty list of {name: NAME, parameters: N}, got " + describe(n));
+    }
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string tpath = path + "[" + std::to_string(i) + "]";
+      const MapView tm(*this, n[i], tpath, {"name", "parameters"});
+      const std::string name = string(tm.require("name"), tm.child("name"));
+      if (name.empty()) fail(tm.require("name"), tm.child("name"), "must not be empty");
+      add_tensor(p, tensor_names, name,
+                 integer(tm.require("parameters"), tm.child("parameters"), 1), tm.require("name"),
+                 tm.child("name"));
+    }
+  }
+
   void read_times(const Node& n, const std::string& path, LayerProfile& layer,
                   std::optional<std::set<std::string>>& devices) const {
     if (!n.IsMap() || n.size() == 0) {

@@ -10,7 +10,8 @@
 namespace kf {
 
 // Reads and validates the profile at `path`. Each layer becomes one gradient tensor of its
-// parameters. Throws ScenarioError (sim/scenario/scenario.h).
+// `parameters`, or the tensors its `tensors` list names. Throws ScenarioError
+// (sim/scenario/scenario.h).
 ModelProfile load_profile(const std::string& path);
 
 // The same from YAML text; `file` is used in error messages.
