@@ -171,7 +171,10 @@ void EpollLoop::run() {
       if (stopping_) break;
       next = timers_.next_deadline();
       const bool busy = !tasks_.empty();
-      if (next != armed_) {
+      // Re-armed only for an earlier deadline: a timerfd armed too early wakes the loop once for
+      // nothing (then it re-arms), which is cheaper than a timerfd_settime for every operation
+      // whose deadline is set and cancelled (each collective's timeout) before it fires.
+      if (next < armed_) {
         armed_ = next;
         arm_timer(next);
       }
