@@ -14,6 +14,16 @@
 
 namespace kf {
 
+Status Handle::wait() const {
+  if (spin_) {
+    // wait_for(0) reads the state without a syscall; the completing thread then has no sleeper
+    // to wake either.
+    while (future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      std::this_thread::yield();
+  }
+  return future_.get();
+}
+
 std::optional<Status> Handle::wait_for(Duration limit) const {
   if (future_.wait_for(limit) != std::future_status::ready) return std::nullopt;
   return future_.get();
@@ -49,7 +59,7 @@ struct Peer::Impl {
   // Starts `start(engine, done)` on the loop; the handle completes with `done`'s status.
   Handle launch(std::function<void(Engine&, DoneCallback)> start) {
     auto promise = std::make_shared<std::promise<Status>>();
-    Handle h(promise->get_future().share());
+    Handle h(promise->get_future().share(), options.busy_poll);
     loop.post([this, promise, start = std::move(start)] {
       if (!engine) {
         promise->set_value(Status(ErrorCode::cancelled, "peer is shutting down"));
@@ -81,6 +91,11 @@ Peer::Peer(WorkerConfig config, PeerOptions options, bool joining)
 
 Peer Peer::from_env(PeerOptions options) {
   const EnvMap env = current_environment();
+  if (const auto it = env.find("KUNGFU_BUSY_POLL"); it != env.end()) {
+    if (it->second != "0" && it->second != "1")
+      throw std::invalid_argument(fmt::format("KUNGFU_BUSY_POLL={}: expected 0 or 1", it->second));
+    options.busy_poll = it->second == "1";
+  }
   WorkerConfig config = worker_config_from(env);
   if (options.transport.secret.empty()) {
     if (const auto it = env.find("KUNGFU_SECRET"); it != env.end())
@@ -113,6 +128,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   }
   if (p.config.strategy) p.options.engine.strategy = *p.config.strategy;
   p.configured = p.options.engine.strategy;
+  p.loop.set_busy_poll(p.options.busy_poll);  // no other thread has posted yet
   try {
     p.loop.call([&] {
       Transport* transport = nullptr;

@@ -38,6 +38,10 @@ struct PeerOptions {
   // Zero: silent. transport.connect_timeout bounds the wait (from_env: KUNGFU_CONNECT_TIMEOUT).
   Duration startup_report_every = std::chrono::seconds(5);
   Duration shutdown_limit = std::chrono::seconds(5);  // orderly close waits at most this long
+  // Busy polling (from_env: KUNGFU_BUSY_POLL=1): the peer's loop never sleeps and wait() spins, so
+  // a small collective costs no thread wake-up; it takes a core for the loop and one per waiting
+  // caller, so use it with cores to spare (real/epoll_loop.h).
+  bool busy_poll = false;
   // Set: an elastic worker (from_env sets it under kfrun -w): the cluster can change at run time
   // through resize(), its connections made per cluster version by a RealMembership.
   std::optional<RealMembershipOptions> elastic;
@@ -55,14 +59,17 @@ struct ResizeResult {
 class Handle {
  public:
   Handle() = default;
-  explicit Handle(std::shared_future<Status> f) : future_(std::move(f)) {}
-  Status wait() const { return future_.get(); }
+  // spin: wait() polls instead of sleeping (the peer's busy-poll mode, PeerOptions::busy_poll).
+  explicit Handle(std::shared_future<Status> f, bool spin = false)
+      : future_(std::move(f)), spin_(spin) {}
+  Status wait() const;
   // The status once done, or nullopt if `limit` passed first.
   std::optional<Status> wait_for(Duration limit) const;
   bool ready() const { return wait_for(Duration::zero()).has_value(); }
 
  private:
   std::shared_future<Status> future_;
+  bool spin_ = false;
 };
 
 template <typename T>

@@ -60,7 +60,7 @@ void EpollLoop::post(Task task) {
     tasks_.push_back(std::move(task));
   }
   // The loop drains every task before it sleeps, so only the first of a burst needs a wake-up.
-  if (was_empty && !in_loop_thread()) wake();
+  if (was_empty && !busy_poll() && !in_loop_thread()) wake();
 }
 
 Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
@@ -73,7 +73,8 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
     id = timers_.add(deadline, std::move(task));
     earliest = deadline < armed_;
   }
-  if (earliest && !in_loop_thread()) wake();  // the loop re-arms the timerfd before it sleeps
+  // The loop re-arms the timerfd before it sleeps; a busy loop looks at the timers every turn.
+  if (earliest && !busy_poll() && !in_loop_thread()) wake();
   return id;
 }
 
@@ -180,11 +181,15 @@ void EpollLoop::run() {
       }
       if (busy) continue;
     }
-    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), -1);
+    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
+                               busy_poll() ? 0 : -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("epoll_wait");
     }
+    // Nothing ready: a busy loop lets another thread of this core run before it looks again
+    // (a no-op on a core of its own, and what keeps an oversubscribed host from stalling).
+    if (n == 0) std::this_thread::yield();
     for (int i = 0; i < n; ++i) {
       const std::uint64_t token = events[static_cast<std::size_t>(i)].data.u64;
       if (token == kWakeToken) {

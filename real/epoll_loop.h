@@ -4,6 +4,7 @@
 // thread with no locks. post/post_after may be called from any thread (an eventfd wakes the loop).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -31,6 +32,16 @@ class EpollLoop final : public Executor {
   ~EpollLoop() override;  // stops and joins; tasks not yet run are dropped
   EpollLoop(const EpollLoop&) = delete;
   EpollLoop& operator=(const EpollLoop&) = delete;
+
+  // Busy polling, for a peer with cores of its own (as MPI's progress and NCCL's proxy threads
+  // poll): the loop never sleeps in epoll_wait and other threads' posts need no eventfd wake-up,
+  // so a small message costs no wake-up on either side. Set it before other threads post: a
+  // post racing with the switch back to sleeping could be left until the next event.
+  void set_busy_poll(bool on) {
+    busy_poll_.store(on, std::memory_order_relaxed);
+    wake();  // the loop may be asleep in epoll_wait already: it must see the change
+  }
+  bool busy_poll() const { return busy_poll_.load(std::memory_order_relaxed); }
 
   TimePoint now() const override;
   void post(Task task) override;
@@ -75,6 +86,7 @@ class EpollLoop final : public Executor {
   std::deque<Task> tasks_;
   TimerQueue timers_;
   bool stopping_ = false;
+  std::atomic<bool> busy_poll_{false};
   TimePoint armed_ = TimePoint::max();
   // Loop thread only.
   std::unordered_map<WatchId, Watch> watches_;

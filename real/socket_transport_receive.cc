@@ -43,10 +43,11 @@ void SocketTransport::read_frames(Conn& first) {
       ssize_t n;
       const auto direct = c.decoder.direct_target();
       const bool into_payload = direct.size() >= kDirectMin;
+      const std::size_t asked = into_payload ? std::min(direct.size(), budget) : staging_.size();
       if (into_payload) {
-        n = c.read_some(direct.data(), std::min(direct.size(), budget));
+        n = c.read_some(direct.data(), asked);
       } else {
-        n = c.read_some(staging_.data(), staging_.size());
+        n = c.read_some(staging_.data(), asked);
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -76,6 +77,14 @@ void SocketTransport::read_frames(Conn& first) {
                        messages);
       }
       if (c.decoder.failed() || c.decoder.saw_bye() || messages.size() >= 64) break;
+      // A short read drained the socket: no second recv just to see EAGAIN (a small message
+      // would pay a syscall for it). The watch is level-triggered, so bytes that arrive after
+      // this read wake the loop again. Not through TLS: a session may hold decrypted records
+      // the socket no longer shows.
+      if (!c.tls && static_cast<std::size_t>(n) < asked) {
+        drained = true;
+        break;
+      }
     }
     const int peer = c.peer;
     for (const auto ack : c.decoder.take_acks())

@@ -24,6 +24,9 @@
 namespace kf::testing {
 namespace {
 
+void on_every_peer(const ClusterSpec& cluster, PeerOptions options,
+                   const std::function<void(Peer&)>& fn);
+
 // Ranks 0 and 1 share host 127.0.0.1 (Unix socket); rank 2 is on 127.0.0.2 (TCP, still loopback).
 ClusterSpec mixed_cluster(std::uint16_t base, std::uint64_t version = 0) {
   return ClusterSpec(
@@ -282,6 +285,41 @@ TEST(Peer, TwoPeersInOneProcessRunCollectives) {
   EXPECT_EQ(x1[0], 3.0f);
 }
 
+// Busy polling (KUNGFU_BUSY_POLL=1): the loops never sleep and waits spin, and every collective
+// still completes with the right values, small ones and a large one, over a Unix socket and TCP.
+TEST(Peer, BusyPollingRunsCollectivesOverUnixAndTcp) {
+  const auto base = free_port_base(3);
+  const ClusterSpec cluster = mixed_cluster(base);
+  PeerOptions options;
+  options.busy_poll = true;
+  std::atomic<int> wrong{0};
+  on_every_peer(cluster, options, [&](Peer& peer) {
+    const float me = static_cast<float>(peer.rank() + 1);
+    for (int i = 0; i < 200; ++i) {
+      std::vector<float> x(2, me * static_cast<float>(i));
+      if (!peer.allreduce(std::span<float>(x)).ok() || x[1] != 6.0f * static_cast<float>(i))
+        ++wrong;
+    }
+    std::vector<float> big(1u << 20, me);
+    if (!peer.allreduce(std::span<float>(big)).ok() || big.back() != 6.0f) ++wrong;
+    if (!peer.barrier().ok()) ++wrong;
+  });
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(Peer, ABadBusyPollSettingIsAClearError) {
+  ::setenv("KUNGFU_BUSY_POLL", "yes", 1);
+  try {
+    Peer::from_env();
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("KUNGFU_BUSY_POLL=yes: expected 0 or 1"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("KUNGFU_BUSY_POLL");
+}
+
 TEST(Peer, SavedBlobsAreFetchedByVersionAndAMissingOneIsNotFound) {
   const auto base = free_port_base(2);
   const ClusterSpec cluster = ClusterSpec::local(2, base);
@@ -309,6 +347,17 @@ TEST(Peer, SavedBlobsAreFetchedByVersionAndAMissingOneIsNotFound) {
   std::thread t([&] { run(1); });
   run(0);
   t.join();
+}
+
+// A busy loop needs no wake-up: a post from another thread and a timer both run.
+TEST(EpollLoop, ABusyLoopRunsPostsAndTimers) {
+  EpollLoop loop;
+  loop.set_busy_poll(true);
+  std::promise<void> posted, timed;
+  std::thread([&] { loop.post([&] { posted.set_value(); }); }).join();
+  loop.post_after(std::chrono::milliseconds(5), [&] { timed.set_value(); });
+  EXPECT_EQ(posted.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(timed.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }
 
 TEST(EpollLoop, ATimerCancelledByTheOneBeforeItNeverFires) {
