@@ -71,16 +71,8 @@ int run(const kf::peers::Options& o) {
     allreduce<double>(ctx, nullptr, seconds.data(), seconds.size(), dmax, ++tag);
     std::vector<std::uint64_t> wrong{kf::peers::count_wrong(out, n)};
     allreduce<std::uint64_t>(ctx, nullptr, wrong.data(), 1, usum, ++tag);
-    if (o.rank == 0) {
-      if (wrong[0] != 0) {
-        std::fprintf(stderr, "gloo_allreduce: %zu bytes: %llu wrong elements\n", bytes,
-                     static_cast<unsigned long long>(wrong[0]));
-        status = 1;
-      } else {
-        std::printf("%s\n", kf::peers::csv_row(o, n, bytes, seconds).c_str());
-        std::fflush(stdout);
-      }
-    }
+    status = std::max(
+        status, kf::peers::report_size("gloo_allreduce", o, o.rank, n, bytes, seconds, wrong[0]));
   }
   return status;
 }

@@ -39,15 +39,8 @@ int run(const kf::peers::Options& o) {
     MPI_Allreduce(MPI_IN_PLACE, seconds.data(), o.iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     unsigned long long wrong = kf::peers::count_wrong(out, n);
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) {
-      if (wrong != 0) {
-        std::fprintf(stderr, "mpi_allreduce: %zu bytes: %llu wrong elements\n", bytes, wrong);
-        status = 1;
-      } else {
-        std::printf("%s\n", kf::peers::csv_row(o, n, bytes, seconds).c_str());
-        std::fflush(stdout);
-      }
-    }
+    status = std::max(status,
+                      kf::peers::report_size("mpi_allreduce", o, rank, n, bytes, seconds, wrong));
   }
   return status;
 }

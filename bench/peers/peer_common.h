@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kf::peers {
@@ -167,6 +168,21 @@ inline std::string csv_row(const Options& o, int n, std::size_t bytes, std::vect
   std::snprintf(buf, sizeof buf, "%s,%d,%s,%zu,%zu,%.3f,%.3f,%.6f,%.6f,", o.system.c_str(), n,
                 o.where.c_str(), bytes, s.size(), p50 * 1e6, mean * 1e6, algbw, busbw);
   return buf;
+}
+
+// Rank 0's report of one size: its CSV row on stdout, or the wrong-element count on stderr.
+// Returns 1 if any element was wrong, else 0.
+inline int report_size(const char* program, const Options& o, int rank, int n, std::size_t bytes,
+                       std::vector<double> seconds, std::uint64_t wrong) {
+  if (rank != 0) return wrong != 0 ? 1 : 0;
+  if (wrong != 0) {
+    std::fprintf(stderr, "%s: %zu bytes: %llu wrong elements\n", program, bytes,
+                 static_cast<unsigned long long>(wrong));
+    return 1;
+  }
+  std::printf("%s\n", csv_row(o, n, bytes, std::move(seconds)).c_str());
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace kf::peers
