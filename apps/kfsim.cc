@@ -30,12 +30,13 @@
 #include "sim/experiment_plan.h"
 #include "sim/plot.h"
 #include "sim/scenario/profile_writer.h"
+#include "sim/torch/torch_task.h"
 
 namespace {
 
 // Runs an experiment step and maps what it throws to kfsim's exit codes: 2 for bad input (a
-// scenario or an experiment directory that cannot be used, with the message naming the place),
-// 1 for anything else that went wrong.
+// scenario, an experiment directory or a torch task module that cannot be used, with the message
+// naming the place), 1 for anything else that went wrong.
 template <typename Run>
 int exit_code_of(Run&& run) {
   try {
@@ -45,6 +46,9 @@ int exit_code_of(Run&& run) {
     return 2;
   } catch (const kf::ExperimentError& e) {
     fmt::print(stderr, "{}\n", e.what());
+    return 2;
+  } catch (const kf::TorchTaskError& e) {  // workload.torch: the user's task module
+    fmt::print(stderr, "kfsim: {}\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "kfsim: {}\n", e.what());

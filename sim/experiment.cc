@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "sim/compare.h"
 #include "sim/experiment_plan.h"
@@ -417,6 +419,29 @@ int run_on_slurm(const Plan& plan, Manifest& manifest, const std::vector<std::si
 
 }  // namespace
 
+namespace {
+
+// workload.torch: each distinct task module of the plan is checked (loaded, built, a small batch
+// run) before anything is written into OUT, so a broken task exits 2 with nothing half-written.
+// When the runs will be forked (--jobs, Slurm) the check runs in a child of its own: this process
+// must not start an interpreter before it forks.
+void check_torch_tasks(const std::vector<PlannedRun>& runs, bool will_fork) {
+  std::set<std::tuple<std::string, std::size_t, std::size_t>> seen;
+  for (const PlannedRun& r : runs) {
+    const auto& numeric = r.scenario.workload.numeric;
+    if (!numeric || numeric->model != "torch") continue;
+    const TorchTaskSpec spec = torch_spec(r.scenario);
+    if (!seen.emplace(spec.module, spec.train, spec.test).second) continue;
+    if (will_fork) {
+      check_torch_task_in_child(spec);
+    } else {
+      check_torch_task(spec);
+    }
+  }
+}
+
+}  // namespace
+
 int run_experiment(const Scenario& scenario, const ExperimentOptions& o) {
   if (!o.compare.empty()) return run_compare(scenario, o);
   if (o.slurm) {
@@ -438,6 +463,7 @@ int run_experiment(const Scenario& scenario, const ExperimentOptions& o) {
   const std::string build = plan.bookkept ? build_digest() : "";
   const std::string file = plan.bookkept ? file_digest(o.file) : "";
   plan.runs = plan_runs(plan.arms, scenario.seeds, plan.out, o.overrides, build, file);
+  check_torch_tasks(plan.runs, o.slurm || (o.jobs > 1 && plan.runs.size() > 1));
 
   std::vector<std::size_t> todo;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {

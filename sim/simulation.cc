@@ -11,8 +11,10 @@
 #include "runtime/engine.h"
 #include "sim/event_injector.h"
 #include "sim/make_world.h"
+#include "sim/scenario/profile_file.h"
 #include "sim/sim_membership.h"
 #include "sim/timed_numeric_model.h"
+#include "sim/torch/torch_task.h"
 #include "workloads/model.h"
 #include "workloads/numeric_program.h"
 #include "workloads/trainer.h"
@@ -47,41 +49,61 @@ ClusterSpec initial_cluster(const std::vector<PeerID>& slots, const std::vector<
   return one.resized(n, 10000, per_host.begin()->second);
 }
 
+}  // namespace
+
+TorchTaskSpec torch_spec(const Scenario& scenario) {
+  const NumericConfig& c = *scenario.workload.numeric;
+  return {.module = c.module, .train = c.train, .test = c.test, .seed = scenario.seed};
+}
+
+namespace {
+
 // The scenario's numeric task: its model and data, made once and shared by every worker. Making
 // the data and the model's passes add their wall time to `learning_seconds`.
 NumericOptions numeric_options(const Scenario& sc, std::shared_ptr<double> learning_seconds) {
   const NumericConfig& c = *sc.workload.numeric;
-  auto [tr, te] = [&] {
+  std::shared_ptr<const NumericModel> model;
+  std::shared_ptr<const Dataset> train, test;
+  if (c.model == "torch") {
+    // The user's model and data, through the embedded interpreter (sim/torch/).
     const LearningClock clock(*learning_seconds);
-    return load_dataset(c.dataset, c.path,
-                        {.features = c.features,
-                         .classes = c.classes,
-                         .train = c.train,
-                         .test = c.test,
-                         .separation = c.separation,
-                         .noise = c.noise,
-                         .seed = sc.seed});
-  }();
-  auto train = std::make_shared<Dataset>(std::move(tr));
-  auto test = std::make_shared<Dataset>(std::move(te));
-  return {.model = std::make_shared<TimedNumericModel>(
-              make_numeric_model(c.model, train->features, train->classes, c.hidden),
-              std::move(learning_seconds)),
-          .train = train,
-          .test = test,
-          .sync = sc.optimizer,
-          .sma_alpha = c.sma_alpha,
-          .ada_switch_step = c.ada_switch_step,
-          .optimizer = {.name = c.local_optimizer, .momentum = c.momentum},
-          .seed = sc.seed,
-          .eval_every = c.eval_every,
-          .gns_every = c.gns_every,
-          .variance_every = c.variance_every,
-          .cost_bytes = c.cost != StepCost::profile ? 0
-                        : !sc.workload.tensor_bytes.empty()
-                            ? std::accumulate(sc.workload.tensor_bytes.begin(),
-                                              sc.workload.tensor_bytes.end(), std::size_t{0})
-                            : workload_model(sc.workload).parameter_count() * sizeof(float)};
+    TorchWorkload t = load_torch_workload(torch_spec(sc));
+    model = std::move(t.model);
+    train = std::move(t.train);
+    test = std::move(t.test);
+  } else {
+    auto [tr, te] = [&] {
+      const LearningClock clock(*learning_seconds);
+      return load_dataset(c.dataset, c.path,
+                          {.features = c.features,
+                           .classes = c.classes,
+                           .train = c.train,
+                           .test = c.test,
+                           .separation = c.separation,
+                           .noise = c.noise,
+                           .seed = sc.seed});
+    }();
+    train = std::make_shared<Dataset>(std::move(tr));
+    test = std::make_shared<Dataset>(std::move(te));
+    model = make_numeric_model(c.model, train->features, train->classes, c.hidden);
+  }
+  return {
+      .model = std::make_shared<TimedNumericModel>(std::move(model), std::move(learning_seconds)),
+      .train = train,
+      .test = test,
+      .sync = sc.optimizer,
+      .sma_alpha = c.sma_alpha,
+      .ada_switch_step = c.ada_switch_step,
+      .optimizer = {.name = c.local_optimizer, .momentum = c.momentum},
+      .seed = sc.seed,
+      .eval_every = c.eval_every,
+      .gns_every = c.gns_every,
+      .variance_every = c.variance_every,
+      .cost_bytes = c.cost != StepCost::profile ? 0
+                    : !sc.workload.tensor_bytes.empty()
+                        ? std::accumulate(sc.workload.tensor_bytes.begin(),
+                                          sc.workload.tensor_bytes.end(), std::size_t{0})
+                        : workload_model(sc.workload).parameter_count() * sizeof(float)};
 }
 
 PolicyRunner make_policies(const std::vector<PolicySpec>& specs) {
@@ -107,6 +129,9 @@ class Simulation::Workers {
         recorder_(recorder),
         trainer_options_(std::move(trainer_options)),
         trainers_(static_cast<std::size_t>(world.workers())) {}
+  ~Workers() { close(); }
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
 
   // The membership service, over every slot of the topology (`slots`), with `cluster` running.
   void open_membership(const std::vector<PeerID>& slots, const ClusterSpec& cluster) {
@@ -138,6 +163,17 @@ class Simulation::Workers {
     for (const auto& t : trainers_)
       if (t && !t->finished() && t->engine() != nullptr) return false;
     return true;
+  }
+
+  // Rank 0's parameters, when a numeric program trains (empty otherwise): rank 0 of the cluster
+  // the run ended with, among the workers that finished it.
+  std::vector<float> final_parameters() const {
+    for (const auto& t : trainers_) {
+      if (!t || !t->finished() || t->detached()) continue;
+      const auto* p = dynamic_cast<const NumericProgram*>(t->program());
+      if (p != nullptr && p->rank() == 0) return {p->parameters().begin(), p->parameters().end()};
+    }
+    return {};
   }
 
   // Trainers (and their engines) go before the world: engine destructors complete what is
@@ -216,6 +252,7 @@ TrainerOptions Simulation::trainer_options(const ModelProfile& model,
 void Simulation::run(const std::function<void(const SimulationProgress&)>& progress) {
   const auto wall_start = std::chrono::steady_clock::now();
   const auto learning_seconds = std::make_shared<double>(0.0);
+  use_task_profile();
 
   // ---- the world and its workers ----
   const PhysicalTopology topo = build_topology(scenario_.topology);
@@ -256,14 +293,45 @@ void Simulation::run(const std::function<void(const SimulationProgress&)>& progr
   recorder_.on_worker_finished = [&](int, const Status&, TimePoint) { check_done(); };
 
   workers.start_all(cluster);
-  world.run();
+  try {
+    world.run();
+  } catch (...) {
+    // An error that escapes a step (a torch task's, sim/torch/): the workers are closed while
+    // the world, the membership service and the hooks' targets are still alive, with the hooks
+    // unset so that nothing the closing completes reaches the injector; then it is reported.
+    recorder_.on_step_started = nullptr;
+    recorder_.on_step_finished = nullptr;
+    recorder_.on_worker_finished = nullptr;
+    workers.close();
+    throw;
+  }
 
   // ---- what the world saw ----
   keep_world_records(world);
+  if (scenario_.workload.numeric && scenario_.workload.numeric->save_parameters)
+    final_parameters_ = workers.final_parameters();
   workers.close();
   wall_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   learning_wall_seconds_ = *learning_seconds;
+}
+
+// A torch workload whose scenario names no model nor profile takes its compute time from the
+// task's profile() file, when it names one (else the default model's, as any workload).
+void Simulation::use_task_profile() {
+  WorkloadConfig& w = scenario_.workload;
+  if (!w.numeric || w.numeric->model != "torch" || w.model_named) return;
+  const std::string file = torch_task_profile(torch_spec(scenario_));
+  if (file.empty()) return;
+  w.profile = std::make_shared<const ModelProfile>(load_profile(file));
+  w.model = w.profile->name;
+  w.model_named = true;
+  try {
+    compute_time_per_sample(*w.profile, w.device);
+  } catch (const std::invalid_argument& e) {
+    throw TorchTaskError("task module " + w.numeric->module + ": profile() names " + file + ": " +
+                         e.what());
+  }
 }
 
 void Simulation::keep_world_records(const SimWorld& world) {
@@ -368,6 +436,11 @@ void Simulation::write(const std::string& dir) const {
   recorder_.write(dir, summary());
   write_text_file(dir + "/perf.json", perf().dump(2) + "\n");
   if (!tcp_csv_.empty()) write_text_file(dir + "/tcp.csv", tcp_csv_);
+  if (scenario_.workload.numeric && scenario_.workload.numeric->save_parameters) {
+    write_text_file(dir + "/parameters.f32",
+                    std::string(reinterpret_cast<const char*>(final_parameters_.data()),
+                                final_parameters_.size() * sizeof(float)));
+  }
 }
 
 }  // namespace kf

@@ -12,11 +12,15 @@
 
 #include "sim/scenario/scenario.h"
 #include "sim/sim_world.h"
+#include "sim/torch/torch_task.h"
 #include "workloads/model.h"
 #include "workloads/records.h"
 #include "workloads/trainer.h"
 
 namespace kf {
+
+// A torch workload's task (workload.torch) at the scenario's seed.
+TorchTaskSpec torch_spec(const Scenario& scenario);
 
 struct SimulationProgress {
   std::int64_t steps_done = 0;  // steps every live worker has finished
@@ -48,9 +52,11 @@ class Simulation {
                                  std::shared_ptr<double> learning_seconds);
   // The world's counters and TCP samples, for summary.json and tcp.csv.
   void keep_world_records(const SimWorld& world);
+  void use_task_profile();
 
   Scenario scenario_;
   RunRecorder recorder_;
+  std::vector<float> final_parameters_;  // numeric save_parameters: rank 0's at the end
   std::vector<EventWindow> windows_;
   nlohmann::json world_stats_;
   std::string tcp_csv_;  // the ns-3 world's TCP samples, empty if none

@@ -52,6 +52,11 @@ class TimedNumericModel final : public NumericModel {
     const LearningClock clock(*seconds_);
     return inner_->evaluate(parameters, data);
   }
+  std::shared_ptr<const NumericModel> replica() const override {
+    auto own = inner_->replica();
+    if (!own) return nullptr;
+    return std::make_shared<TimedNumericModel>(std::move(own), seconds_);
+  }
 
  private:
   std::shared_ptr<const NumericModel> inner_;

@@ -845,5 +845,50 @@ TEST(ScenarioError, Format) {
   EXPECT_STREQ(ScenarioError("--set", 0, 0, "--set steps: bad").what(), "--set steps: bad");
 }
 
+// workload.torch: the user's PyTorch task module, a numeric workload of model "torch"; its file
+// is relative to the scenario file's directory. (Running it: python/tests/test_torch_sim.py.)
+TEST(Scenario, TorchWorkload) {
+  const std::string dir = KF_TEST_DATA_DIR;
+  const Scenario s =
+      parse_scenario(kBase +
+                         "optimizer: sma\n"
+                         "workload:\n"
+                         "  torch: {module: ../torch/tiny_task.py, train: 100, "
+                         "learning_rate: 0.2, gns_every: 3, save_parameters: true}\n",
+                     dir + "/s.yaml");
+  ASSERT_TRUE(s.workload.numeric);
+  const NumericConfig& c = *s.workload.numeric;
+  EXPECT_EQ(c.model, "torch");
+  EXPECT_TRUE(c.module.ends_with("/tests/torch/tiny_task.py")) << c.module;
+  EXPECT_EQ(c.module.find(".."), std::string::npos) << c.module;
+  EXPECT_EQ(c.train, 100u);
+  EXPECT_EQ(c.test, 0u);  // all
+  EXPECT_EQ(c.learning_rate, 0.2);
+  EXPECT_EQ(c.gns_every, 3);
+  EXPECT_TRUE(c.save_parameters);
+  EXPECT_FALSE(s.workload.model_named);
+  EXPECT_EQ(s.optimizer, "sma");
+  // A module name (no .py, no slash) is imported by name when the run starts.
+  EXPECT_EQ(parse_scenario(kBase + "workload: {torch: {module: my_task}}\n", "s.yaml")
+                .workload.numeric->module,
+            "my_task");
+  EXPECT_TRUE(parse_scenario(kBase + "workload: {model: resnet56, torch: {module: m}}\n", "s.yaml")
+                  .workload.model_named);
+}
+
+TEST(ScenarioErrors, TorchWorkload) {
+  expect_parse_error(kBase + "workload: {torch: {module: nowhere/task.py}}\n", 3, 28,
+                     "workload.torch.module: no task module file");
+  expect_parse_error(kBase + "workload: {torch: {learning_rate: 1}}\n", 3, 19,
+                     "missing required key 'module'");
+  expect_parse_error(kBase + "workload: {torch: {module: m, colour: blue}}\n", 3, 31,
+                     "unknown key 'colour' in workload.torch");
+  expect_parse_error(kBase + "workload: {torch: {module: m, train: -1}}\n", 3, 38,
+                     "workload.torch.train");
+  expect_parse_error(kBase + "workload: {torch: m}\n", 3, 19, "workload.torch: expected a map");
+  expect_parse_error(kBase + "workload: {numeric: {}, torch: {module: m}}\n", 3, 25,
+                     "give either numeric or torch, not both");
+}
+
 }  // namespace
 }  // namespace kf

@@ -36,6 +36,10 @@ class NumericModel {
                                    std::span<const std::size_t> batch,
                                    std::span<float> gradient) const = 0;
   virtual Evaluation evaluate(std::span<const float> parameters, const Dataset& data) const = 0;
+  // A model of its own for one worker, for a model that keeps state beside its parameters (a
+  // PyTorch model's BatchNorm running statistics, sim/torch/); nullptr (the default): it keeps
+  // none, and one instance serves every worker.
+  virtual std::shared_ptr<const NumericModel> replica() const { return nullptr; }
 
  protected:
   std::vector<std::pair<std::string, std::size_t>> tensors_;
@@ -43,8 +47,8 @@ class NumericModel {
 
 // "softmax" (multinomial logistic regression) or "mlp" (one hidden ReLU layer of `hidden`).
 // Throws std::invalid_argument naming the known models.
-std::unique_ptr<NumericModel> make_numeric_model(const std::string& name, int features,
-                                                 int classes, int hidden = 64);
+std::unique_ptr<NumericModel> make_numeric_model(const std::string& name, int features, int classes,
+                                                 int hidden = 64);
 std::vector<std::string> numeric_model_names();
 
 }  // namespace kf

@@ -22,13 +22,16 @@ void scale(std::vector<float>& v, float by) {
 }  // namespace
 
 void validate(const NumericOptions& o) {
-  if (!o.model || !o.train || !o.test) throw std::invalid_argument("numeric: model and data needed");
+  if (!o.model || !o.train || !o.test)
+    throw std::invalid_argument("numeric: model and data needed");
   if (o.sync != "ssgd" && o.sync != "sma" && o.sync != "pair_avg" && o.sync != "ada_sgd") {
     throw std::invalid_argument("unknown optimizer '" + o.sync +
                                 "' (known: ssgd, sma, pair_avg, ada_sgd)");
   }
-  if (!(o.sma_alpha > 0 && o.sma_alpha <= 1)) throw std::invalid_argument("sma alpha must be in (0, 1]");
-  if (o.train->features != o.test->features) throw std::invalid_argument("train and test differ in features");
+  if (!(o.sma_alpha > 0 && o.sma_alpha <= 1))
+    throw std::invalid_argument("sma alpha must be in (0, 1]");
+  if (o.train->features != o.test->features)
+    throw std::invalid_argument("train and test differ in features");
 }
 
 NumericProgram::NumericProgram(NumericOptions options, int rank, int size)
@@ -38,6 +41,7 @@ NumericProgram::NumericProgram(NumericOptions options, int rank, int size)
       sampler_((validate(options_), options_.train->size()), rank, size, options_.seed),
       peers_(options_.seed * 7919u + static_cast<std::uint64_t>(rank)),
       gns_(options_.gns_ema) {
+  if (auto own = options_.model->replica()) options_.model = std::move(own);
   params_ = options_.model->initial_parameters(options_.seed);
   grad_.assign(params_.size(), 0.0f);
   const std::size_t own = params_.size() * sizeof(float);
@@ -251,8 +255,7 @@ void NumericProgram::finish_step(const StepContext& ctx) {
 }
 
 std::vector<BufferView> NumericProgram::state() {
-  return {view_of(params_),
-          BufferView::of(optimizer_->state(), DType::f32)};
+  return {view_of(params_), BufferView::of(optimizer_->state(), DType::f32)};
 }
 
 void NumericProgram::resized(int rank, int size) {

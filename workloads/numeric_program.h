@@ -34,10 +34,10 @@ struct NumericOptions {
   std::int64_t ada_switch_step = 100;
   OptimizerOptions optimizer;
   std::uint64_t seed = 1;
-  int eval_every = 10;      // 0: never
-  int gns_every = 0;        // 0: off
+  int eval_every = 10;  // 0: never
+  int gns_every = 0;    // 0: off
   double gns_ema = 0.9;
-  int variance_every = 0;   // 0: off
+  int variance_every = 0;  // 0: off
   // Bytes the step's communication should cost beyond the numeric model's own (a phantom
   // allreduce of the difference runs beside the optimizer's collectives): so a small model can
   // learn at the network cost of the profiled model it stands in for, in the simulated world.
@@ -59,6 +59,7 @@ class NumericProgram final : public StepProgram {
   void values(std::map<std::string, double>& out) const override;
 
   std::span<const float> parameters() const { return params_; }
+  int rank() const { return rank_; }
 
  private:
   using Next = std::function<void(Status)>;

@@ -116,6 +116,8 @@ class Trainer {
   Engine* engine() const { return engine_.get(); }
   // Who this worker is in the cluster, stable across resizes.
   const PeerID& id() const { return id_; }
+  // What a step computes and communicates (for the simulator's records of a numeric model).
+  const StepProgram* program() const { return program_.get(); }
 
  private:
   TrainingState state() const;

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TypedDict
+from typing import Any, Callable, Iterable, Sequence, TypedDict
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,8 +60,12 @@ class FigureError(Exception):
 
 
 class Figure:
-    def __init__(self, number: int, title: str, argv: Sequence[str] | None = None) -> None:
+    def __init__(self, number: int, title: str, argv: Sequence[str] | None = None,
+                 options: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
+        """Parses the common flags, and the figure's own that `options` adds to the parser."""
         ap = argparse.ArgumentParser(description=f"Reproduce the paper's Fig. {number}: {title}")
+        if options is not None:
+            options(ap)
         ap.add_argument("--mode", choices=("sim", "real"), default="sim")
         ap.add_argument("--quick", action="store_true", help="CI-sized run (minutes on 2 cores)")
         ap.add_argument("--out", default=os.environ.get("KF_ARTIFACT_OUT", str(ROOT / "artifact" / "out")),

@@ -144,6 +144,8 @@ class ScenarioReader : public yaml::Reader {
                      bool* bandwidth_given = nullptr) const;
   WorkloadConfig workload(const Node& n) const;
   NumericConfig numeric(const Node& n) const;
+  NumericConfig torch(const Node& n) const;
+  void learning(const MapView& m, NumericConfig& c) const;
   BucketingOptions bucketing(const Node& n) const;
   ModelProfile profile(const Node& n, const std::string& path) const;
   StrategyName strategy(const Node& n) const;
@@ -341,9 +343,16 @@ LinkSpec ScenarioReader::link_spec(const Node& n, const std::string& path, LinkS
 WorkloadConfig ScenarioReader::workload(const Node& n) const {
   const MapView m(*this, n, "workload",
                   {"model", "device", "batch_per_worker", "fusion", "phantom", "compute_jitter",
-                   "numeric", "tensors", "compute", "bucketing", "profile"});
+                   "numeric", "torch", "tensors", "compute", "bucketing", "profile"});
   WorkloadConfig w;
   if (const auto v = m.get("numeric")) w.numeric = numeric(*v);
+  if (const auto v = m.get("torch")) {
+    if (m.get("numeric")) {
+      fail(m.key_node("torch"), m.child("torch"), "give either numeric or torch, not both");
+    }
+    w.numeric = torch(*v);
+  }
+  w.model_named = m.get("model") || m.get("profile");
   if (const auto v = m.get("model")) {
     w.model = string(*v, m.child("model"));
     try {
@@ -471,11 +480,12 @@ BucketingOptions ScenarioReader::bucketing(const Node& n) const {
 
 NumericConfig ScenarioReader::numeric(const Node& n) const {
   const MapView m(*this, n, "workload.numeric",
-                  {"model",         "hidden",         "dataset",         "path",
-                   "features",      "classes",        "train",           "test",
-                   "separation",    "noise",          "optimizer",       "momentum",
-                   "learning_rate", "sma_alpha",      "ada_switch_step", "eval_every",
-                   "gns_every",     "variance_every", "target_accuracy", "cost"});
+                  {"model",          "hidden",         "dataset",         "path",
+                   "features",       "classes",        "train",           "test",
+                   "separation",     "noise",          "optimizer",       "momentum",
+                   "learning_rate",  "sma_alpha",      "ada_switch_step", "eval_every",
+                   "gns_every",      "variance_every", "target_accuracy", "cost",
+                   "save_parameters"});
   NumericConfig c;
   if (const auto v = m.get("model")) {
     c.model = one_of(*v, m.child("model"), "a string", "numeric model", {"softmax", "mlp"});
@@ -498,6 +508,12 @@ NumericConfig ScenarioReader::numeric(const Node& n) const {
   if (const auto v = m.get("separation")) c.separation = positive_number(*v, m.child("separation"));
   if (const auto v = m.get("noise")) c.noise = number(*v, m.child("noise"));
   if (c.noise < 0) fail(n, "workload.numeric.noise", "must be >= 0");
+  learning(m, c);
+  return c;
+}
+
+// The keys workload.numeric and workload.torch share: how the model learns and what is measured.
+void ScenarioReader::learning(const MapView& m, NumericConfig& c) const {
   if (const auto v = m.get("optimizer")) {
     c.local_optimizer =
         one_of(*v, m.child("optimizer"), "a string", "local optimizer", {"sgd", "adam"});
@@ -525,6 +541,41 @@ NumericConfig ScenarioReader::numeric(const Node& n) const {
     if (c.target_accuracy < 0 || c.target_accuracy > 1)
       fail(*v, m.child("target_accuracy"), "must be in [0, 1]");
   }
+  if (const auto v = m.get("save_parameters"))
+    c.save_parameters = boolean(*v, m.child("save_parameters"));
+}
+
+// workload.torch: the user's PyTorch model (a task module, python/kungfu/torch/task.py) trained
+// through the numeric workload's optimizers, monitors and policies.
+NumericConfig ScenarioReader::torch(const Node& n) const {
+  const std::string path = "workload.torch";
+  if (!n.IsMap()) fail(n, path, "expected a map {module: FILE.py, ...}, got " + describe(n));
+  const MapView m(*this, n, path,
+                  {"module", "train", "test", "optimizer", "momentum", "learning_rate", "sma_alpha",
+                   "ada_switch_step", "eval_every", "gns_every", "variance_every",
+                   "target_accuracy", "cost", "save_parameters"});
+  NumericConfig c;
+  c.model = "torch";
+  c.dataset = "torch";
+  c.train = 0;
+  c.test = 0;
+  const Node module = m.require("module");
+  c.module = string(module, m.child("module"));
+  // A file (ends in .py or holds a slash) is relative to the scenario file; else a module name.
+  if (c.module.ends_with(".py") || c.module.find('/') != std::string::npos) {
+    std::filesystem::path p(c.module);
+    if (p.is_relative()) p = std::filesystem::path(file()).parent_path() / p;
+    if (!std::filesystem::is_regular_file(p))
+      fail(module, m.child("module"), "no task module file '" + p.string() + "'");
+    c.module = std::filesystem::absolute(p).lexically_normal().string();
+  } else if (c.module.empty()) {
+    fail(module, m.child("module"), "expected a task module's file or name");
+  }
+  if (const auto v = m.get("train"))
+    c.train = static_cast<std::size_t>(integer(*v, m.child("train"), 0));
+  if (const auto v = m.get("test"))
+    c.test = static_cast<std::size_t>(integer(*v, m.child("test"), 0));
+  learning(m, c);
   return c;
 }
 

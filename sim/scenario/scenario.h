@@ -166,7 +166,12 @@ struct TopologyConfig {
 // moved by the optimizer's collectives, its accuracy recorded, while compute time still comes
 // from the workload's profile (model x device).
 struct NumericConfig {
-  std::string model = "mlp";  // softmax or mlp (workloads/numeric_model.h)
+  std::string model = "mlp";  // softmax or mlp (workloads/numeric_model.h); torch: workload.torch
+  // Model "torch" (workload.torch): the user's task module (python/kungfu/torch/task.py), an
+  // absolute path (a relative one in the file is relative to the scenario file's directory) or an
+  // importable module name. Its data replace `dataset`; train and test then cap the number of
+  // samples taken from the start of each set (0: all of them).
+  std::string module;
   int hidden = 64;
   std::string dataset = "gaussian_mixture";  // or mnist / cifar10 (files under `path`)
   std::string path;
@@ -185,6 +190,9 @@ struct NumericConfig {
   int gns_every = 0;
   int variance_every = 0;
   double target_accuracy = 0;  // > 0: summary.json reports the time to reach it
+  // Write rank 0's final parameters into the run's parameters.f32 (raw little-endian float32,
+  // tensor by tensor): to compare a run with a reference computation.
+  bool save_parameters = false;
   StepCost cost = StepCost::profile;
 };
 
@@ -202,6 +210,9 @@ struct WorkloadConfig {
   // step, and it is what the seed drives.
   double compute_jitter = 0.02;
   std::optional<NumericConfig> numeric;
+  // Whether the file names `model` or `profile`: a torch workload that names neither takes its
+  // compute time from its task's profile() file (sim/torch/torch_task.h).
+  bool model_named = false;
   // A synthetic workload (`tensors`, `compute`): allreduce exactly these tensors (bytes each, moved
   // as f32) every step instead of the model's gradients, and/or take this long to compute a step
   // instead of the model x device profile's time; e.g. a bare allreduce benchmark, as kfbench's.
