@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Fig. 4: adaptive batch size (gradient noise scale) vs fixed small and fixed large batches.
 
-Runs scenarios/adaptive-batch.yaml, whose arms (variants) write one run directory each under the
-output directory: fixed small, fixed large and adaptive batch. The claim: the adaptive arm reaches
+Runs scenarios/adaptive-batch.yaml (--model mlp, the default) or, with --model torch,
+scenarios/adaptive-batch-fashion.yaml (a PyTorch CNN on Fashion-MNIST inside kfsim), whose arms
+(variants) write one run directory each under the output directory: fixed small, fixed large and
+adaptive batch. The claim: the adaptive arm reaches
 the target accuracy sooner (in simulated training time) than either fixed batch size.
 """
 
@@ -19,23 +21,34 @@ from kfplot import style  # noqa: E402
 from kfplot.records import load_json, load_run, sub_runs  # noqa: E402
 from kfplot.timeline import colours  # noqa: E402
 
-SCENARIO = ROOT / "scenarios" / "adaptive-batch.yaml"
+# By --model: the MLP on a Gaussian mixture (C++ numeric model), or the user's PyTorch CNN on the
+# real Fashion-MNIST (workload.torch, examples/fashion_cnn.py).
+SCENARIOS = {"mlp": ROOT / "scenarios" / "adaptive-batch.yaml",
+             "torch": ROOT / "scenarios" / "adaptive-batch-fashion.yaml"}
+
+
+def model_option(ap) -> None:
+    ap.add_argument("--model", choices=sorted(SCENARIOS), default="mlp",
+                    help="mlp (the shipped numeric model; the default) or torch (a PyTorch CNN on "
+                    "Fashion-MNIST, inside kfsim; needs kfsim built with KF_WITH_TORCH and "
+                    "dataset-fashion-mnist)")
 
 
 def body() -> int:
-    f = Figure(4, "adaptive batch size vs fixed small and large batches")
+    f = Figure(4, "adaptive batch size vs fixed small and large batches", options=model_option)
+    scenario = SCENARIOS[f.args.model]
     if f.mode == "real" and f.args.records:
         out = Path(f.args.records)
     else:
-        if not SCENARIO.is_file():
-            print(f"fig4: not available yet: {SCENARIO.relative_to(ROOT)} does not exist (the adaptive "
+        if not scenario.is_file():
+            print(f"fig4: not available yet: {scenario.relative_to(ROOT)} does not exist (the adaptive "
                   "batch-size scenario: fixed small / fixed large / adaptive arms)", file=sys.stderr)
             return NOT_AVAILABLE
         if f.mode == "real":
             raise FigureError("real mode needs --records DIR holding one kfrun output directory per arm "
                               "(see artifact/README.md, Fig. 4)")
-        # The scenario is sized to run in minutes; --quick runs it as it is.
-        out = f.kfsim(str(SCENARIO.relative_to(ROOT)), "adaptive-batch")
+        # The scenarios are sized to run in minutes; --quick runs them as they are.
+        out = f.kfsim(str(scenario.relative_to(ROOT)), scenario.stem)
     arms = sub_runs(out)
     if len(arms) < 2:
         raise FigureError(f"{out}: expected one run directory per arm (fixed small, fixed large, adaptive)")
@@ -67,7 +80,8 @@ def body() -> int:
     bx.set_yscale("log", base=2)
     bx.set_title("batch size over time")
     bx.legend(loc="upper left", framealpha=0.9)
-    fig.suptitle("Fig. 4: adaptive batch size (gradient noise scale) vs fixed batch sizes")
+    fig.suptitle("Fig. 4: adaptive batch size (gradient noise scale) vs fixed batch sizes"
+                 + (" (PyTorch CNN, Fashion-MNIST)" if f.args.model == "torch" else ""))
     f.save(fig)
     f.write_csv([{"arm": r.label, "time_to_target_s": time_to_target(r),
                   "final_accuracy": r.summary.get("final_accuracy"), "steps": len(r.cluster_steps()),
@@ -87,14 +101,16 @@ def body() -> int:
         f.check(ta < tr, f"adaptive reaches it sooner than {r.label} ({ta:.1f} s vs "
                 f"{'never' if math.isinf(tr) else f'{tr:.1f} s'})", value=ratio(tr, ta),
                 name=f"adaptive reaches it sooner than {r.label} (speed-up: its time / adaptive's)")
-    cfg = f"{SCENARIO.relative_to(ROOT)} ({', '.join(r.label for r in runs)}), target accuracy {target}."
+    cfg = f"{scenario.relative_to(ROOT)} ({', '.join(r.label for r in runs)}), target accuracy {target}."
     if combined:
         cfg += " Combined summary: " + str({k: v for k, v in combined.items() if not isinstance(v, (dict, list))})
     res = "; ".join(
         f"{r.label}: target at {time_to_target(r):.1f} s" if math.isfinite(time_to_target(r))
         else f"{r.label}: target not reached (final accuracy {r.summary.get('final_accuracy')})" for r in runs) + "."
     return f.finish("Adapting the batch size to the gradient noise scale reaches the target accuracy sooner "
-                    "than either fixed batch size (ResNet-56 on CIFAR-10, 4 x 32 and 4 x 1024).", cfg, res)
+                    "than either fixed batch size (ResNet-56 on CIFAR-10, 4 x 32 and 4 x 1024)"
+                    + (" -- here a PyTorch CNN on Fashion-MNIST trained inside kfsim." if f.args.model == "torch"
+                       else "."), cfg, res)
 
 
 if __name__ == "__main__":

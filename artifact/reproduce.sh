@@ -3,6 +3,7 @@
 #
 #   artifact/reproduce.sh figN|all [figM ...] [--mode sim|real] [--quick] [--records DIR]
 #                         [--out DIR] [--build DIR] [--set KEY=VALUE ...] [--seeds N [--seed-base B]]
+#                         [--model mlp|torch]
 #
 # Each figure writes OUT/figN.{png,pdf,csv,md} (OUT: artifact/out, or $KF_ARTIFACT_OUT) and checks
 # the paper's qualitative claim against its own numbers. Exit code: 0 every figure's claim holds;
@@ -10,11 +11,12 @@
 # The build directory (apps/kfsim, kfrun, kftrain) is build/release unless --build or $KF_BUILD.
 # --seeds N (sim mode, N > 1): each figure runs at seeds B..B+N-1 (--seed-base B, default 1) into
 # OUT/seeds/seed=S/, then OUT/figN.seeds.{csv,md} count the seeds at which each check holds.
+# --model torch (fig4 only): Fig. 4 with a PyTorch CNN on Fashion-MNIST inside kfsim.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PY=/usr/bin/python3
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "reproduce.sh: $*" >&2; exit 2; }
 
 # The value of an integer flag: digits only (at most 9), at least MIN, else exit 2 naming the flag.
@@ -38,8 +40,10 @@ note_flag() {  # --NAME=VALUE
 run_seed() {  # FIG SEED
   local dir="$out/seeds/seed=$2"
   mkdir -p "$dir" && rm -f "$dir/$1.checks.json"
-  echo "== $1 seed=$2 ${pass[*]} --out $dir"
-  "$PY" "$HERE/$1.py" "${pass[@]}" --out "$dir" --set "seed=$2"
+  local flags=("${pass[@]}")
+  [[ "$1" != fig4 ]] || flags+=("${fig4_flags[@]}")
+  echo "== $1 seed=$2 ${flags[*]} --out $dir"
+  "$PY" "$HERE/$1.py" "${flags[@]}" --out "$dir" --set "seed=$2"
 }
 
 # One figure at every seed, then its checks over the seeds (lib/seeds.py: the table, and
@@ -76,6 +80,7 @@ main() {
 figs=()
 pass=()
 outflag=()
+fig4_flags=()
 out="${KF_ARTIFACT_OUT:-$HERE/out}"
 mode=sim records="" seed_set="" nseeds="" seed_base=""
 while (($#)); do
@@ -95,6 +100,14 @@ while (($#)); do
       note_flag "$1=$2"
       shift ;;
     --out=*) outflag=("$1"); note_flag "$1" ;;
+    --model)
+      (($# >= 2)) || usage
+      [[ "$2" == mlp || "$2" == torch ]] || die "--model: mlp or torch, not '$2'"
+      fig4_flags=(--model "$2")
+      shift ;;
+    --model=*)
+      [[ "${1#*=}" == mlp || "${1#*=}" == torch ]] || die "--model: mlp or torch, not '${1#*=}'"
+      fig4_flags=("$1") ;;
     --mode | --records | --build | --set)
       (($# >= 2)) || usage
       pass+=("$1" "$2")
@@ -139,7 +152,9 @@ for fig in "${figs[@]}"; do
     continue
   fi
   echo "== $fig ${pass[*]}${outflag[*]:+ ${outflag[*]}}"
-  "$PY" "$HERE/$fig.py" "${pass[@]}" "${outflag[@]}"
+  flags=("${pass[@]}")
+  [[ "$fig" != fig4 ]] || flags+=("${fig4_flags[@]}")
+  "$PY" "$HERE/$fig.py" "${flags[@]}" "${outflag[@]}"
   rc=$?
   seconds[$fig]=$((SECONDS - start))
   case $rc in
