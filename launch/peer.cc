@@ -14,12 +14,19 @@
 
 namespace kf {
 
+namespace {
+// How long a blocking wait spins before it sleeps (Handle::wait).
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+}  // namespace
+
 Status Handle::wait() const {
-  if (spin_) {
-    // wait_for(0) reads the state without a syscall; the completing thread then has no sleeper
-    // to wake either.
-    while (future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-      std::this_thread::yield();
+  // wait_for(0) reads the state without a syscall, and a caller that is not asleep costs the
+  // completing thread no wake-up. Busy polling spins until done; otherwise a short spin first
+  // (a small collective often completes within it), then sleep.
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  while (future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (!spin_ && std::chrono::steady_clock::now() >= spin_until) break;
+    std::this_thread::yield();
   }
   return future_.get();
 }

@@ -56,7 +56,7 @@ void EpollLoop::post(Task task) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
-    was_empty = tasks_.empty();
+    was_empty = tasks_.empty() && !polling_;
     tasks_.push_back(std::move(task));
   }
   // The loop drains every task before it sleeps, so only the first of a burst needs a wake-up.
@@ -71,7 +71,7 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
     if (stopping_) return 0;  // never fires; cancel(0) is harmless
     const TimePoint deadline = now() + delay;
     id = timers_.add(deadline, std::move(task));
-    earliest = deadline < armed_;
+    earliest = deadline < armed_ && !polling_;  // a polling loop re-arms before it sleeps
   }
   // The loop re-arms the timerfd before it sleeps; a busy loop looks at the timers every turn.
   if (earliest && !busy_poll() && !in_loop_thread()) wake();
@@ -161,11 +161,34 @@ bool EpollLoop::run_ready_work() {
   return ran;
 }
 
+int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events) {
+  {
+    std::lock_guard lock(mu_);
+    polling_ = true;  // posts from now on need no wake-up: the loop looks at the queue
+  }
+  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+  int n = 0;
+  for (;;) {
+    n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 0);
+    if (n != 0) break;
+    {
+      std::lock_guard lock(mu_);
+      if (!tasks_.empty() || stopping_) break;
+    }
+    if (std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::yield();
+  }
+  std::lock_guard lock(mu_);
+  polling_ = false;  // the queue is read again before any sleep: no post is left behind
+  return n;
+}
+
 void EpollLoop::run() {
   std::array<epoll_event, 64> events;
+  bool spun = false;  // polled since the last work: the next wait sleeps
   for (;;) {
-    while (run_ready_work()) {
-    }
+    while (run_ready_work())
+      spun = false;
     TimePoint next;
     {
       std::lock_guard lock(mu_);
@@ -181,15 +204,26 @@ void EpollLoop::run() {
       }
       if (busy) continue;
     }
-    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
-                               busy_poll() ? 0 : -1);
+    int n;
+    if (busy_poll()) {
+      n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 0);
+      // Nothing ready: let another thread of this core run before looking again (a no-op on a
+      // core of its own, and what keeps an oversubscribed host from stalling).
+      if (n == 0) std::this_thread::yield();
+    } else if (!spun) {
+      // Idle only now: poll for a moment before sleeping, as the next message or post of a run
+      // of small collectives usually comes within it. Afterwards the loop goes round once more
+      // (a timer posted meanwhile is armed there), then sleeps.
+      n = poll_briefly(events);
+      spun = n == 0;
+    } else {
+      n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), -1);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("epoll_wait");
     }
-    // Nothing ready: a busy loop lets another thread of this core run before it looks again
-    // (a no-op on a core of its own, and what keeps an oversubscribed host from stalling).
-    if (n == 0) std::this_thread::yield();
+    if (n > 0) spun = false;
     for (int i = 0; i < n; ++i) {
       const std::uint64_t token = events[static_cast<std::size_t>(i)].data.u64;
       if (token == kWakeToken) {

@@ -4,7 +4,11 @@
 // thread with no locks. post/post_after may be called from any thread (an eventfd wakes the loop).
 #pragma once
 
+#include <sys/epoll.h>
+
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -74,6 +78,9 @@ class EpollLoop final : public Executor {
     std::shared_ptr<IoCallback> callback;
   };
   void run();
+  // Polls the watched descriptors without sleeping for up to kPollBeforeSleep, or until an event,
+  // a post or stop: epoll_wait's result (0: nothing came).
+  int poll_briefly(std::array<epoll_event, 64>& events);
   void wake();
   void arm_timer(TimePoint deadline);
   bool run_ready_work();  // tasks and due timers; true if it ran anything
@@ -87,6 +94,8 @@ class EpollLoop final : public Executor {
   TimerQueue timers_;
   bool stopping_ = false;
   std::atomic<bool> busy_poll_{false};
+  bool polling_ = false;  // under mu_: the loop is in poll_briefly
+  static constexpr auto kPollBeforeSleep = std::chrono::microseconds(50);
   TimePoint armed_ = TimePoint::max();
   // Loop thread only.
   std::unordered_map<WatchId, Watch> watches_;
