@@ -89,7 +89,9 @@ def _kf_package_without_runtime(root):
     sys.meta_path.insert(0, NoRuntime())
 )PY";
 
-// The interpreter and kungfu.torch._sim, started on first use and never finalized.
+// The interpreter and kungfu.torch._sim, started on first use and never finalized. The module
+// object is leaked on purpose: a static py::object would be released at exit, after the
+// simulation thread let go of the interpreter and with no GIL held.
 py::module_& sim_module() {
   static py::module_* module = nullptr;
   if (module != nullptr) return *module;
