@@ -55,9 +55,17 @@ class DigestingProgram final : public kf::StepProgram {
   void start(kf::Engine& engine, kf::DoneCallback done) override {
     inner_->start(engine, std::move(done));
   }
+  void begin(const kf::StepContext& context) override { inner_->begin(context); }
   std::function<void()> compute(std::int64_t step, int batch_per_worker) override {
     return inner_->compute(step, batch_per_worker);
   }
+  std::vector<kf::Duration> ready_marks(kf::Duration compute) override {
+    return inner_->ready_marks(compute);
+  }
+  void ready(const kf::StepContext& context, std::size_t mark) override {
+    inner_->ready(context, mark);
+  }
+  std::shared_ptr<const kf::StepTimeline> timeline() const override { return inner_->timeline(); }
   void communicate(const kf::StepContext& context, kf::DoneCallback done) override {
     inner_->communicate(context, std::move(done));
   }
@@ -138,7 +146,8 @@ int main(int argc, char** argv) {
     bucketing_modes.emplace(name, mode);
   app.add_option("--bucketing", bucketing_name,
                  "when gradients start: none (after the compute), kungfu (each tensor as it is "
-                 "ready), ddp (25 MiB buckets) or horovod (fused every cycle)")
+                 "ready), ddp (25 MiB buckets) or horovod (fused every cycle); with -gpu: none, "
+                 "kungfu or ddp")
       ->check(CLI::IsMember(bucketing_modes));
   app.add_option("--bucket-cap", bucketing.bucket_cap, "ddp: bytes per bucket after the first");
   app.add_option("--first-bucket", bucketing.first_bucket, "ddp: bytes of the first bucket");
@@ -235,7 +244,12 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("--fusion: only with --bucketing none (" + bucketing_name +
                                     " makes its own buckets)");
       }
-      if (use_gpu) throw std::invalid_argument("--bucketing " + bucketing_name + ": not with -gpu");
+      if (use_gpu && bucketing.mode == kf::Bucketing::horovod) {
+        throw std::invalid_argument(
+            "--bucketing horovod: not with -gpu (Horovod fuses what is ready at each cycle of "
+            "real time, which on a GPU differs from rank to rank, while every rank must allreduce "
+            "the same buffers in the same order); use kungfu or ddp");
+      }
       if (!numeric.empty()) {
         throw std::invalid_argument("--bucketing " + bucketing_name +
                                     ": not with --numeric (its models compute every gradient at "
@@ -261,7 +275,9 @@ int main(int argc, char** argv) {
                   .strategy = *device_strategy,
                   .timeout = options.engine.timeout},
           .tf32 = gpu_tf32,
-          .flops_scale = gpu_flops_scale};
+          .flops_scale = gpu_flops_scale,
+          .bucketing = bucketing,
+          .device = device};
       // The GEMMs take what they take: no profiled time on top (unless -compute-ms says so).
       if (compute_ms < 0) options.compute_per_sample = std::chrono::nanoseconds(0);
       options.program = [g](int rank, int size) {

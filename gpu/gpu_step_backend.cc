@@ -115,7 +115,9 @@ std::unique_ptr<StepProgram> make_gpu_gradient_program(const GpuProgramOptions& 
                                {.model = options.model,
                                 .fusion_bytes = options.fusion_bytes,
                                 .verify = options.verify,
-                                .flops_scale = options.flops_scale},
+                                .flops_scale = options.flops_scale,
+                                .bucketing = options.bucketing,
+                                .device = options.device},
                                rank, size);
 }
 

@@ -5,8 +5,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "gpu/gpu.h"
+#include "workloads/bucketing.h"
 #include "workloads/model.h"
 #include "workloads/step_program.h"
 
@@ -21,6 +23,10 @@ struct GpuProgramOptions {
   // The GEMMs are (m x gemm_dim) x (gemm_dim x gemm_dim), m <= gemm_dim (at least 64).
   std::size_t gemm_dim = 4096;
   double flops_scale = 1.0;  // scale the GEMM work (calibration against a measured step time)
+  // none: compute, then every bucket; kungfu, ddp: buckets allreduced as the backward pass makes
+  // them (workloads/gpu_step_program.h); horovod is refused.
+  BucketingOptions bucketing;
+  std::string device;  // picks a profile's per-layer times for the step's timeline
 };
 
 // Throws std::runtime_error with a clear message when no device can be used ("no CUDA device:

@@ -1,23 +1,30 @@
 // The GPU world.
 //
 // Without a GPU (and in builds without CUDA) these run: device strategy names, the device
-// pipeline and staged allreduce on a host-memory fake Device (runtime/device.h), and the clear
-// failures of the GPU entry points (GpuContext::open, GpuPeer with NCCL, kfbench --device cuda).
+// pipeline and staged allreduce on a host-memory fake Device (runtime/device.h), the GPU step
+// program on a host-memory backend (bucketing none, and kungfu / ddp overlapping the backward
+// pass with the allreduces), and the clear failures of the GPU entry points (GpuContext::open,
+// GpuPeer with NCCL, kfbench --device cuda).
 // With a GPU they also check the CUDA reduction kernels against the CPU kernels bit for bit for
 // every dtype and op (random data, and special values: inf, NaN, subnormals), and the NCCL,
 // NCCL_HIERARCHICAL and STAGED allreduce paths (one GPU: single ranks, and two "hosts" of one
 // worker each; two or more GPUs: NCCL across ranks and forests).
 // Tests that need a GPU skip with "no CUDA device: ..." when there is none.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/gpu.h"
@@ -99,9 +106,13 @@ class HostDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
   Status allocate(std::size_t bytes, void** out) override {
     *out = std::malloc(std::max<std::size_t>(bytes, 1));
+    allocations[*out] = bytes;
     return Status{};
   }
-  void release(void* p) noexcept override { std::free(p); }
+  void release(void* p) noexcept override {
+    allocations.erase(p);
+    std::free(p);
+  }
   Status allocate_pinned(std::size_t bytes, void** out) override {
     ++pinned_allocations;
     return allocate(bytes, out);
@@ -143,6 +154,7 @@ class HostDevice final : public Device {
     return Status{};
   }
   int pinned_allocations = 0;
+  std::map<const void*, std::size_t> allocations;  // live allocations: bytes
 
  private:
   DeviceInfo info_;
@@ -269,12 +281,27 @@ bool names_missing_gpu(const std::string& text) {
 // The step program's GPU on host memory: products really computed (k x k times k x m), the
 // allreduce by the staged path over a HostDevice. `corrupt` changes one element of rank 0's
 // result after its allreduce, as a broken path would.
+//
+// For the overlap tests it logs every product, fill and allreduce start in the order they come
+// (products and fills from the compute's thread, allreduces from the engine's), and it paces the
+// compute as a GPU busy with products would: a product waits (up to 2 s, once per backend) until
+// every allocation whose bytes have all been filled since its last allreduce has had its
+// allreduce started. A program that overlaps launches those at once; one that does not makes a
+// product time out (`stalled`).
 class HostStepBackend final : public GpuStepBackend {
  public:
+  struct Entry {
+    enum Kind { gemm, fill, allreduce } kind;
+    std::size_t rows = 0;          // gemm
+    const void* bucket = nullptr;  // fill (the allocation filled into), allreduce
+    bool complete = false;         // allreduce: every byte of the bucket filled before it
+  };
   // What a backend did, kept by the test (the program owns and destroys the backend).
   struct Counters {
     std::size_t rows = 0;
     int shutdowns = 0;
+    std::vector<Entry> log;
+    bool stalled = false;
   };
   HostStepBackend(int rank, std::size_t k, Counters& counters)
       : counters_(counters), device_(rank), k_(k), a_(k * k, 1.0f), c_(k * k) {
@@ -284,6 +311,7 @@ class HostStepBackend final : public GpuStepBackend {
   std::size_t gemm_dim() const override { return k_; }
   Status gemm(std::size_t m, DeviceStream&) override {
     if (m < 1 || m > k_) return Status(ErrorCode::invalid_argument, "gemm: m out of range");
+    pace();
     for (std::size_t j = 0; j < m; ++j)
       for (std::size_t i = 0; i < k_; ++i) {
         float sum = 0;
@@ -291,14 +319,28 @@ class HostStepBackend final : public GpuStepBackend {
           sum += a_[p * k_ + i] * a_[j * k_ + p];
         c_[j * k_ + i] = sum;
       }
+    std::lock_guard<std::mutex> lock(mu_);
     counters_.rows += m;
+    counters_.log.push_back({.kind = Entry::gemm, .rows = m});
     return Status{};
   }
   Status fill(float* data, std::size_t count, float value, DeviceStream&) override {
     std::fill(data, data + count, value);
+    std::lock_guard<std::mutex> lock(mu_);
+    const void* bucket = allocation_of(data);
+    filled_[bucket] += count * sizeof(float);
+    counters_.log.push_back({.kind = Entry::fill, .bucket = bucket});
     return Status{};
   }
   void allreduce(Engine& engine, DeviceAllreduceOptions options, DoneCallback done) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const void* bucket = options.input;
+      const bool complete = filled_[bucket] == device_.allocations.at(bucket);
+      filled_[bucket] = 0;
+      counters_.log.push_back({.kind = Entry::allreduce, .bucket = bucket, .complete = complete});
+    }
+    ready_.notify_all();
     float* out = static_cast<float*>(options.output);
     staged_allreduce(engine, *staging_, std::move(options), nullptr,
                      [this, out, rank = engine.rank(), done = std::move(done)](Status s) {
@@ -315,11 +357,32 @@ class HostStepBackend final : public GpuStepBackend {
   bool corrupt = false;
 
  private:
+  const void* allocation_of(const void* p) const {
+    auto it = device_.allocations.upper_bound(p);
+    EXPECT_NE(it, device_.allocations.begin()) << "a fill outside every allocation";
+    return std::prev(it)->first;
+  }
+  // Filled allocations whose allreduce has not started (under mu_).
+  bool unsent() const {
+    for (const auto& [bucket, bytes] : filled_)
+      if (bytes > 0 && bytes == device_.allocations.at(bucket)) return true;
+    return false;
+  }
+  void pace() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (counters_.stalled) return;
+    if (!ready_.wait_for(lock, std::chrono::seconds(2), [this] { return !unsent(); }))
+      counters_.stalled = true;
+  }
+
   Counters& counters_;
   HostDevice device_;
   std::size_t k_;
   std::vector<float> a_, c_;
   std::unique_ptr<DeviceStaging> staging_;
+  std::mutex mu_;  // the compute's thread vs the engine's
+  std::condition_variable ready_;
+  std::map<const void*, std::size_t> filled_;  // bytes filled since the last allreduce
 };
 
 // Runs `steps` steps of the GPU step program on every rank of a 2-rank in-process world.
@@ -385,6 +448,187 @@ TEST(GpuStepProgram, VerifyNamesTheBucketAndTheWrongElement) {
                                        "of 2: element 3 is 4, expected 3"),
             std::string::npos)
       << statuses[0].message();
+}
+
+// ---- overlap: buckets allreduced as the backward pass makes them --------------------------------
+
+// Four layers with FLOPs but one (a norm), sizes such that ddp with a 4000-byte first bucket and
+// 8000-byte buckets makes three buckets: {l3.b, l3.w}, {l2.*, l1.*}, {l0.*}.
+ModelProfile layered_model() {
+  return {
+      .name = "layered",
+      .tensors = {{.name = "l0.w", .count = 3000},
+                  {.name = "l0.b", .count = 10},
+                  {.name = "l1.w", .count = 2000},
+                  {.name = "l1.b", .count = 10},
+                  {.name = "l2.w", .count = 64},
+                  {.name = "l2.b", .count = 64},
+                  {.name = "l3.w", .count = 1000},
+                  {.name = "l3.b", .count = 10}},
+      .forward_gflops = 0.0005,
+      .layers = {{.name = "l0", .first_tensor = 0, .tensor_count = 2, .forward_gflops = 0.0002},
+                 {.name = "l1", .first_tensor = 2, .tensor_count = 2, .forward_gflops = 0.0002},
+                 {.name = "l2", .first_tensor = 4, .tensor_count = 2, .forward_gflops = 0},
+                 {.name = "l3", .first_tensor = 6, .tensor_count = 2, .forward_gflops = 0.0001}}};
+}
+
+struct OverlapRun {
+  std::vector<Status> last;
+  std::vector<HostStepBackend::Counters> counters;
+  // Per step, per rank: the backend's log of that step.
+  std::vector<std::vector<std::vector<HostStepBackend::Entry>>> logs;
+  std::vector<std::map<std::string, double>> values;  // per rank, after the last step
+  std::size_t timeline_layers = 0;
+};
+
+// Runs `steps` steps on a 2-rank in-process world as the Trainer does: begin() and compute() on
+// the engine's executor, the compute on a thread of its own, communicate() on the executor once
+// the compute has returned.
+OverlapRun run_overlap_steps(const ModelProfile& model, BucketingOptions bucketing, int steps) {
+  constexpr int n = 2, batch = 16;
+  InprocWorld world(n);
+  OverlapRun run;
+  run.counters.resize(n);
+  std::vector<std::unique_ptr<StepProgram>> programs;
+  for (int r = 0; r < n; ++r) {
+    programs.push_back(make_gpu_step_program(
+        std::make_unique<HostStepBackend>(r, 64, run.counters[static_cast<std::size_t>(r)]),
+        {.model = &model, .verify = true, .bucketing = bucketing}, r, n));
+  }
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::thread> computes(n);
+    run.last = run_on_all(world, [&](Engine& e, DoneCallback done) {
+      StepProgram& p = *programs[static_cast<std::size_t>(e.rank())];
+      const StepContext ctx{.engine = e, .step = step, .batch_per_worker = batch};
+      p.begin(ctx);
+      computes[static_cast<std::size_t>(e.rank())] =
+          std::thread([&p, &e, ctx, work = p.compute(step, batch), done]() mutable {
+            work();
+            e.executor().post([&p, ctx, done] { p.communicate(ctx, done); });
+          });
+    });
+    for (auto& t : computes)
+      if (t.joinable()) t.join();
+    run.logs.emplace_back();
+    for (auto& c : run.counters)
+      run.logs.back().push_back(std::exchange(c.log, {}));
+  }
+  if (auto tl = programs[0]->timeline()) run.timeline_layers = tl->backward.size();
+  for (auto& p : programs) {
+    run.values.emplace_back();
+    p->values(run.values.back());
+  }
+  programs.clear();
+  return run;
+}
+
+std::size_t gemm_rows(const std::vector<HostStepBackend::Entry>& log) {
+  std::size_t rows = 0;
+  for (const auto& e : log)
+    if (e.kind == HostStepBackend::Entry::gemm) rows += e.rows;
+  return rows;
+}
+
+// The overlap contract on one rank's step: every bucket allreduced once, each after all its bytes
+// were filled, the first before the last layer's backward products were queued.
+void expect_overlapped(const std::vector<HostStepBackend::Entry>& log, std::size_t buckets,
+                       const std::string& where) {
+  using Entry = HostStepBackend::Entry;
+  std::map<const void*, int> allreduced;
+  std::size_t first_allreduce = log.size(), last_gemm = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    if (log[i].kind == Entry::gemm) last_gemm = i;
+    if (log[i].kind != Entry::allreduce) continue;
+    first_allreduce = std::min(first_allreduce, i);
+    ++allreduced[log[i].bucket];
+    EXPECT_TRUE(log[i].complete) << where << ": an allreduce before all its tensors were filled";
+  }
+  EXPECT_EQ(allreduced.size(), buckets) << where;
+  for (const auto& [bucket, times] : allreduced)
+    EXPECT_EQ(times, 1) << where << ": a bucket allreduced " << times << " times";
+  // The last layer's backward products: those after the last fill before the last product.
+  std::size_t last_layer_begin = last_gemm;
+  while (last_layer_begin > 0 && log[last_layer_begin - 1].kind != Entry::fill)
+    --last_layer_begin;
+  while (log[last_layer_begin].kind != Entry::gemm)
+    ++last_layer_begin;
+  EXPECT_LT(first_allreduce, last_layer_begin)
+      << where << ": the first allreduce started only after the last layer's products";
+}
+
+void expect_overlap_mode(BucketingOptions bucketing, std::size_t buckets) {
+  const ModelProfile model = layered_model();
+  constexpr int steps = 3;
+  const OverlapRun run = run_overlap_steps(model, bucketing, steps);
+  expect_all_ok(run.last);  // with verify: every element of every bucket summed right
+  std::vector<HostStepBackend::Counters> none_counters;
+  std::vector<std::map<std::string, double>> none_values;
+  expect_all_ok(run_gpu_steps(model, false, 1, &none_counters, &none_values));
+  for (int step = 0; step < steps; ++step) {
+    for (std::size_t r = 0; r < run.logs[static_cast<std::size_t>(step)].size(); ++r) {
+      const auto& log = run.logs[static_cast<std::size_t>(step)][r];
+      const std::string where = fmt::format("step {} rank {}", step, r);
+      expect_overlapped(log, buckets, where);
+      // The same products as bucketing none's, reordered: the same rows, so the same FLOPs.
+      EXPECT_EQ(gemm_rows(log), none_counters[r].rows) << where;
+    }
+  }
+  for (const auto& c : run.counters) {
+    EXPECT_FALSE(c.stalled) << "a product waited 2 s for an allreduce that did not start";
+    EXPECT_EQ(c.shutdowns, 1);
+  }
+  EXPECT_EQ(run.timeline_layers, model.layers.size());
+  for (const auto& v : run.values) {
+    ASSERT_TRUE(v.count("gpu_comm_ms") && v.count("gpu_exposed_comm_ms"));
+    EXPECT_GT(v.at("gpu_comm_ms"), 0);
+    EXPECT_GE(v.at("gpu_exposed_comm_ms"), 0);
+    EXPECT_LE(v.at("gpu_exposed_comm_ms"), v.at("gpu_comm_ms"));
+    EXPECT_GT(v.at("gpu_tflops"), 0);
+  }
+}
+
+TEST(GpuStepProgramOverlap, DdpBucketsGoAsTheBackwardPassFillsThem) {
+  BucketingOptions ddp{.mode = Bucketing::ddp, .bucket_cap = 8000, .first_bucket = 4000};
+  expect_overlap_mode(ddp, 3);
+}
+
+TEST(GpuStepProgramOverlap, KungfuTensorsGoAsTheBackwardPassFillsThem) {
+  expect_overlap_mode({.mode = Bucketing::kungfu}, 8);
+}
+
+TEST(GpuStepProgramOverlap, NoneKeepsComputeThenEveryBucket) {
+  // Bucketing none: every product, then every fill, then the allreduces; no overlap values.
+  const ModelProfile model = layered_model();
+  std::vector<HostStepBackend::Counters> counters;
+  std::vector<std::map<std::string, double>> values;
+  expect_all_ok(run_gpu_steps(model, false, 1, &counters, &values));
+  using Entry = HostStepBackend::Entry;
+  const auto& log = counters[0].log;
+  std::size_t last_gemm = 0, first_fill = log.size(), first_allreduce = log.size(), last_fill = 0;
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    if (log[i].kind == Entry::gemm) last_gemm = i;
+    if (log[i].kind == Entry::fill) {
+      first_fill = std::min(first_fill, i);
+      last_fill = i;
+    }
+    if (log[i].kind == Entry::allreduce) first_allreduce = std::min(first_allreduce, i);
+  }
+  EXPECT_LT(last_gemm, first_fill);
+  EXPECT_LT(last_fill, first_allreduce);
+  EXPECT_FALSE(values[0].count("gpu_comm_ms"));
+}
+
+TEST(GpuStepProgramOverlap, RefusesHorovodNamingTheFlag) {
+  const ModelProfile model = layered_model();
+  HostStepBackend::Counters counters;
+  try {
+    (void)make_gpu_step_program(std::make_unique<HostStepBackend>(0, 64, counters),
+                                {.model = &model, .bucketing = {.mode = Bucketing::horovod}}, 0, 1);
+    ADD_FAILURE() << "horovod bucketing was accepted on the GPU";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--bucketing horovod: not with -gpu"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GpuUnavailable, EntryPointsFailWithAClearMessage) {

@@ -51,4 +51,5 @@ expect_error() {  # expect_error WHAT PATTERN -- kftrain flags...
 expect_error "unknown mode" "--bucketing" -- --bucketing fifo
 expect_error "fusion with ddp" "--fusion: only with --bucketing none" -- --bucketing ddp --fusion 1000
 expect_error "numeric with ddp" "not with --numeric" -- --bucketing ddp --numeric mlp
+expect_error "gpu with horovod" "--bucketing horovod: not with -gpu" -- --bucketing horovod -gpu
 [[ $failures -eq 0 ]]

@@ -42,6 +42,10 @@ class StepProgram {
   virtual void start(Engine& engine, DoneCallback done) {
     engine.reject(std::move(done), Status{});
   }
+  // Before compute(), on the engine's executor: the step's context, for a program whose compute
+  // starts the step's collectives itself as the device makes its gradients (kftrain -gpu with
+  // bucketing), which needs the engine before communicate(). The default ignores it.
+  virtual void begin(const StepContext& /*context*/) {}
   // The numeric work of a step (runs inside Compute: on a worker thread in the real world), or
   // empty for none.
   virtual std::function<void()> compute(std::int64_t step, int batch_per_worker) = 0;
@@ -51,7 +55,8 @@ class StepProgram {
   // communicate(). Empty, the default: everything starts in communicate(), after the compute.
   virtual std::vector<Duration> ready_marks(Duration /*compute*/) { return {}; }
   virtual void ready(const StepContext& /*context*/, std::size_t /*mark*/) {}
-  // With marks: the timeline they come from (for the records' layer spans); else none.
+  // With marks, or a program that overlaps by itself (begin()): the step's nominal timeline (for
+  // the records' layer spans and exposed communication); else none.
   virtual std::shared_ptr<const StepTimeline> timeline() const { return nullptr; }
   // After compute: the step's (remaining) communication and update. `done` runs on the engine's
   // executor once all of the step's collectives, those ready() started included, are done.

@@ -85,7 +85,11 @@ StepTimeline step_timeline(const ModelProfile& model, std::string_view device, D
     const Duration begin = at(elapsed);
     elapsed += w[i].backward;
     const Duration end = at(elapsed);
-    tl.backward.push_back({.name = layers[i].name, .begin = begin, .end = end});
+    tl.backward.push_back({.name = layers[i].name,
+                           .begin = begin,
+                           .end = end,
+                           .first_tensor = layers[i].first_tensor,
+                           .tensor_count = layers[i].tensor_count});
     for (std::size_t t = layers[i].first_tensor;
          t < layers[i].first_tensor + layers[i].tensor_count; ++t)
       tl.ready[t] = end;

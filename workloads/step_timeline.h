@@ -18,6 +18,7 @@
 // step's forward waits for it, as PyTorch DDP, Horovod and KungFu do by default.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,9 @@ namespace kf {
 struct LayerSpan {
   std::string name;
   Duration begin{0}, end{0};  // offsets within the step's compute
+  // Its tensors (indices into ModelProfile::tensors): [first_tensor, first_tensor + tensor_count),
+  // all ready at `end`.
+  std::size_t first_tensor = 0, tensor_count = 0;
 };
 
 struct StepTimeline {

@@ -114,13 +114,15 @@ void Trainer::begin_step() {
   observer_.step_started(engine_->rank(), step_, current_.begin);
   if (options_.ping_every > 0 && step_ % options_.ping_every == 0) probe_latencies();
   const auto profiled = options_.compute_per_sample * batch_per_worker_;
+  program_->begin(context());
   ComputeWork work{.step = step_,
                    .samples = batch_per_worker_,
                    .profiled = profiled,
                    .numeric = program_->compute(step_, batch_per_worker_)};
   work.marks = program_->ready_marks(profiled);
+  // An overlapped step has a timeline, whether marks or the program itself start its collectives.
+  current_.timeline = program_->timeline();
   if (!work.marks.empty()) {
-    current_.timeline = program_->timeline();
     work.at_mark = [this, alive = alive_](std::size_t mark) {
       if (*alive && !abandoned_) program_->ready(context(), mark);
     };
