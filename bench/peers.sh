@@ -218,6 +218,8 @@ run_kfbench() {  # N WHERE SIZES ITERS WARMUP
   for ((i = 0; i < n; i++)); do hosts="${hosts:+$hosts,}$(addr_of "$where" "$i"):1"; done
   local args=(allreduce -b "${sizes%%,*}" -e "${sizes##*,}" -f 2 -n "$iters" -w "$warm" -c 1 -json)
   [[ -z "$kf_strategy" ]] || args+=(-strategy "$kf_strategy")
+  # shellcheck disable=SC2206 # KF_PEERS_KFBENCH_ARGS is a list of words
+  args+=(${KF_PEERS_KFBENCH_ARGS:-})
   for ((i = 0; i < n; i++)); do
     on "$where" "$i" timeout -k 5 "$RUN_TIMEOUT" "$KFRUN" -q -v=false -np "$n" -H "$hosts" \
       -self "$(addr_of "$where" "$i")" -port-range "$PORT-$((PORT + 9))" \

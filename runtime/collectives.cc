@@ -61,6 +61,11 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
     engine.reject(std::move(done), bad_argument("allreduce", o.name, engine.rank(), *problem));
     return;
   }
+  if (strategy->algorithm() == Algorithm::by_size) {
+    strategy = o.output.size_bytes() >= engine.options().auto_ring_bytes
+                   ? engine.over_ring(strategy)
+                   : engine.over_graphs(strategy);
+  }
   // A ring cuts the buffer into n parts; with fewer than n elements some parts are empty, and
   // the ring would still pass 2(n - 1) messages per rank, most of them empty (2 million for a
   // policy's one number at 1,024 workers). Such a buffer goes over the strategy's own trees:
@@ -80,6 +85,7 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
                                                       o.op, std::move(done));
       break;
     case Algorithm::graph_pairs:
+    case Algorithm::by_size:  // resolved above
       op = std::make_unique<GraphCollective>(engine, std::move(o.name), "allreduce",
                                              GraphMode::allreduce, o.input, o.output, o.op,
                                              std::move(strategy), std::move(done));

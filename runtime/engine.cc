@@ -70,6 +70,7 @@ void Engine::set_strategy(std::shared_ptr<const Strategy> strategy) {
   strategy_ = compile(std::move(strategy));
   rooted_.clear();
   over_graphs_.reset();
+  over_ring_.reset();
 }
 
 std::shared_ptr<const CompiledStrategy> Engine::compile(Strategy strategy) const {
@@ -99,14 +100,25 @@ std::shared_ptr<const CompiledStrategy> Engine::rooted(int root) {
   return cached;
 }
 
+std::shared_ptr<const CompiledStrategy> Engine::with_algorithm(
+    const std::shared_ptr<const CompiledStrategy>& strategy, Algorithm algorithm,
+    std::shared_ptr<const CompiledStrategy>& cached) {
+  const bool current = strategy == strategy_;
+  if (current && cached) return cached;
+  // Same name and graphs (records still name the strategy), one copy for all engines.
+  auto compiled = compile(shared_with_algorithm(strategy->shared_strategy(), algorithm));
+  if (current) cached = compiled;
+  return compiled;
+}
+
 std::shared_ptr<const CompiledStrategy> Engine::over_graphs(
     const std::shared_ptr<const CompiledStrategy>& strategy) {
-  const bool current = strategy == strategy_;
-  if (current && over_graphs_) return over_graphs_;
-  // Same name and graphs (records still name the strategy), one copy for all engines.
-  auto compiled = compile(shared_over_graphs(strategy->shared_strategy()));
-  if (current) over_graphs_ = compiled;
-  return compiled;
+  return with_algorithm(strategy, Algorithm::graph_pairs, over_graphs_);
+}
+
+std::shared_ptr<const CompiledStrategy> Engine::over_ring(
+    const std::shared_ptr<const CompiledStrategy>& strategy) {
+  return with_algorithm(strategy, Algorithm::ring_rs_ag, over_ring_);
 }
 
 std::string Engine::describe_peer(int rank) const {

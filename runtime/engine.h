@@ -30,6 +30,9 @@ struct EngineOptions {
   std::size_t chunk_bytes = kDefaultChunkBytes;  // collectives travel in pieces of this size
   Duration timeout = std::chrono::seconds(30);   // default deadline of every operation
   StrategyName strategy = StrategyName::automatic;
+  // AUTO across hosts (Algorithm::by_size): allreduces of at least this many bytes go round
+  // RING_RS_AG, smaller ones over the graphs. Like chunk_bytes, every peer must use the same.
+  std::size_t auto_ring_bytes = kDefaultAutoRingBytes;
   // A remote payload (read from a same-host peer on demand) that arrives before its operation
   // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its
   // buffer back.
@@ -64,6 +67,10 @@ class Engine {
   // another algorithm does with a buffer too small for that algorithm. Cached for the current one.
   std::shared_ptr<const CompiledStrategy> over_graphs(
       const std::shared_ptr<const CompiledStrategy>& strategy);
+  // `strategy` run round a ring (RING_RS_AG) over its own ranks: a by_size strategy's large
+  // allreduces. Cached for the current one.
+  std::shared_ptr<const CompiledStrategy> over_ring(
+      const std::shared_ptr<const CompiledStrategy>& strategy);
 
   BlobStore& blobs() { return blobs_; }
   std::uint64_t next_request_id() { return ++request_ids_; }
@@ -95,6 +102,9 @@ class Engine {
   std::string describe_peer(int rank) const;
 
  private:
+  std::shared_ptr<const CompiledStrategy> with_algorithm(
+      const std::shared_ptr<const CompiledStrategy>& strategy, Algorithm algorithm,
+      std::shared_ptr<const CompiledStrategy>& cached);
   struct Stashed {
     int source;
     Message message;
@@ -136,6 +146,7 @@ class Engine {
   std::shared_ptr<const CompiledStrategy> strategy_;
   std::map<int, std::shared_ptr<const CompiledStrategy>> rooted_;
   std::shared_ptr<const CompiledStrategy> over_graphs_;  // of strategy_
+  std::shared_ptr<const CompiledStrategy> over_ring_;    // of strategy_
 
   std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
   // Done, waiting for the transport to give back borrowed pieces of their buffers; by serial.

@@ -237,7 +237,8 @@ TrainerOptions Simulation::trainer_options(const ModelProfile& model,
                    .compute_per_sample = per_sample,
                    .engine = {.chunk_bytes = scenario_.chunk_bytes,
                               .timeout = scenario_.timeout,
-                              .strategy = scenario_.strategy},
+                              .strategy = scenario_.strategy,
+                              .auto_ring_bytes = scenario_.auto_ring_bytes},
                    .ping_every = scenario_.ping_every};
   if (w.numeric) {
     o.learning_rate = w.numeric->learning_rate;

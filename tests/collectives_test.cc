@@ -229,10 +229,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- RING_RS_AG with fewer elements than ranks ----
 
-// Messages all ranks sent for one f64 sum allreduce of `count` elements over n ranks, after
-// checking every rank's result.
-std::uint64_t ring_allreduce_messages(int n, std::size_t count) {
-  InprocWorld world(n, {.strategy = StrategyName::ring_rs_ag});
+// Messages all ranks sent for one f64 sum allreduce of `count` elements over the world's n ranks,
+// after checking every rank's result.
+std::uint64_t allreduce_messages(InprocWorld& world, std::size_t count) {
+  const int n = world.size();
   std::vector<std::vector<double>> in(static_cast<std::size_t>(n)), out(in.size());
   for (int r = 0; r < n; ++r) {
     for (std::size_t i = 0; i < count; ++i)
@@ -258,6 +258,11 @@ std::uint64_t ring_allreduce_messages(int n, std::size_t count) {
   return world.messages_sent() - before;
 }
 
+std::uint64_t ring_allreduce_messages(int n, std::size_t count) {
+  InprocWorld world(n, {.strategy = StrategyName::ring_rs_ag});
+  return allreduce_messages(world, count);
+}
+
 TEST(RingAllreduce, FewerElementsThanRanksGoOverTheStrategysTreesNotAroundTheRing) {
   const int n = 16;
   // One number (a policy's vote) or n - 1: the ring would send 2(n - 1) messages per rank,
@@ -266,6 +271,26 @@ TEST(RingAllreduce, FewerElementsThanRanksGoOverTheStrategysTreesNotAroundTheRin
   EXPECT_EQ(ring_allreduce_messages(n, n - 1), 2u * (n - 1));
   // From n elements every part holds one: the ring, 2(n - 1) messages per rank.
   EXPECT_EQ(ring_allreduce_messages(n, n), 2u * n * (n - 1));
+}
+
+// ---- AUTO: trees for small allreduces, a ring for large ones (across hosts) ----
+
+TEST(AutoStrategy, AcrossHostsAllreducesFromAutoRingBytesGoRoundARing) {
+  const int n = 8;  // 4 hosts
+  InprocWorld world(two_per_host(n), {.strategy = StrategyName::automatic,
+                                      .auto_ring_bytes = 64 * sizeof(double)});
+  // Below the threshold, BINARY_TREE_STAR's graphs: one message up and one down per rank but the
+  // root. From it, the ring: 2(n - 1) messages per rank.
+  EXPECT_EQ(allreduce_messages(world, 63), 2u * (n - 1));
+  EXPECT_EQ(allreduce_messages(world, 64), 2u * n * (n - 1));
+  EXPECT_EQ(allreduce_messages(world, 1000), 2u * n * (n - 1));
+}
+
+TEST(AutoStrategy, OnOneHostAllreducesOfEverySizeGoOverTheStar) {
+  const int n = 4;
+  InprocWorld world(n, {.strategy = StrategyName::automatic, .auto_ring_bytes = 8});
+  EXPECT_EQ(allreduce_messages(world, 1), 2u * (n - 1));
+  EXPECT_EQ(allreduce_messages(world, 1000), 2u * (n - 1));
 }
 
 // ---- results are bit-identical on every rank and across runs ----

@@ -192,8 +192,10 @@ std::vector<GraphPair> make_pairs(StrategyName name, int n, const HostLayout& la
   return pairs;
 }
 
-Algorithm algorithm_of(StrategyName name) {
+Algorithm algorithm_of(StrategyName name, std::size_t hosts) {
   switch (name) {
+    case StrategyName::automatic:
+      return hosts > 1 ? Algorithm::by_size : Algorithm::graph_pairs;
     case StrategyName::ring_rs_ag:
       return Algorithm::ring_rs_ag;
     case StrategyName::halving_doubling:
@@ -292,8 +294,9 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of) {
   const int n = static_cast<int>(host_of.size());
   Strategy s;
   s.name = std::string(strategy_name(name));
-  s.algorithm = algorithm_of(name);
-  s.pairs = make_pairs(name, n, host_layout(host_of));
+  const auto layout = host_layout(host_of);
+  s.algorithm = algorithm_of(name, layout.masters.size());
+  s.pairs = make_pairs(name, n, layout);
   for (const auto& pair : s.pairs)
     validate_graph_pair(pair);
   return s;
@@ -314,16 +317,18 @@ std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<con
   return built;
 }
 
-std::shared_ptr<const Strategy> shared_over_graphs(
-    const std::shared_ptr<const Strategy>& strategy) {
+std::shared_ptr<const Strategy> shared_with_algorithm(
+    const std::shared_ptr<const Strategy>& strategy, Algorithm algorithm) {
   struct Entry {
     std::weak_ptr<const Strategy> source;  // the key's owner: an address can be reused
     std::weak_ptr<const Strategy> built;
   };
+  using Key = std::pair<const Strategy*, Algorithm>;
   static std::mutex mutex;
-  static std::map<const Strategy*, Entry> cache;
+  static std::map<Key, Entry> cache;
   const std::lock_guard lock(mutex);
-  if (const auto it = cache.find(strategy.get()); it != cache.end()) {
+  const Key key{strategy.get(), algorithm};
+  if (const auto it = cache.find(key); it != cache.end()) {
     auto kept = it->second.built.lock();
     if (kept && it->second.source.lock() == strategy) return kept;
   }
@@ -331,9 +336,9 @@ std::shared_ptr<const Strategy> shared_over_graphs(
     return entry.second.source.expired() || entry.second.built.expired();
   });
   Strategy s = *strategy;
-  s.algorithm = Algorithm::graph_pairs;
+  s.algorithm = algorithm;
   auto built = std::make_shared<const Strategy>(std::move(s));
-  cache[strategy.get()] = {strategy, built};
+  cache[key] = {strategy, built};
   return built;
 }
 

@@ -33,7 +33,9 @@ enum class StrategyName : std::uint8_t {
   multi_binary_tree_star,
   clique,
   ring,
-  automatic,  // "AUTO": STAR on one host, else BINARY_TREE_STAR
+  // "AUTO": STAR on one host; across hosts BINARY_TREE_STAR graphs, with allreduces from a size
+  // up (EngineOptions::auto_ring_bytes) round a ring instead (Algorithm::by_size).
+  automatic,
   ring_rs_ag,
   halving_doubling,
 };
@@ -54,7 +56,16 @@ std::string_view strategy_name(StrategyName s);  // "STAR", ..., "AUTO", "RING_R
 std::optional<StrategyName> parse_strategy_name(std::string_view name);  // case-insensitive
 std::ostream& operator<<(std::ostream& os, StrategyName s);
 
-enum class Algorithm : std::uint8_t { graph_pairs, ring_rs_ag, halving_doubling };
+enum class Algorithm : std::uint8_t {
+  graph_pairs,
+  ring_rs_ag,
+  halving_doubling,
+  // An allreduce picks by its size: small ones go over the graph pairs (fewer steps in a row:
+  // 2 x depth, latency-bound), large ones round RING_RS_AG (every link busy, each carrying
+  // 2(n-1)/n of the buffer, bandwidth-bound), as NCCL and MPI tune. Every peer decides alike
+  // from the size. Other collectives use the graphs.
+  by_size,
+};
 
 struct Strategy {
   std::string name;  // "STAR", "BINARY_TREE_STAR", "FOREST", "MST", ...
@@ -77,9 +88,10 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of);
 // runs many engines of one cluster (a simulation of a thousand workers) shares one copy of the
 // graphs instead of building and keeping a thousand. Thread-safe.
 std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<const int> host_of);
-// `strategy` with its algorithm set to graph_pairs (its name and graphs kept), shared the same
-// way while anyone holds it and `strategy` lives. Thread-safe.
-std::shared_ptr<const Strategy> shared_over_graphs(const std::shared_ptr<const Strategy>& strategy);
+// `strategy` with its algorithm set to `algorithm` (its name and graphs kept), shared the same way
+// while anyone holds it and `strategy` lives. Thread-safe.
+std::shared_ptr<const Strategy> shared_with_algorithm(const std::shared_ptr<const Strategy>& strategy,
+                                                      Algorithm algorithm);
 
 // The first rank of each host, in order of first appearance.
 std::vector<int> host_masters(std::span<const int> host_of);
