@@ -35,7 +35,8 @@
 # its ssh); kfrun and Gloo's ranks are started in each namespace; Gloo's ranks meet through a
 # file store. Open MPI yields when idle where ranks outnumber the cores (the others block in
 # epoll anyway). Environment: KF_PEERS_PORT (first kfbench worker port, default 25000; the 11
-# ports from it are used), KF_PEERS_RUN_TIMEOUT (seconds a run may take, default 600).
+# ports from it are used), KF_PEERS_RUN_TIMEOUT (seconds a run may take, default 600),
+# KF_PEERS_KFBENCH_ARGS (more kfbench flags, e.g. "-chunk 256K" or "-auto-ring-part 1G").
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="$here/build/release"
@@ -290,8 +291,10 @@ run_block() {  # SYSTEM N WHERE BLOCK
   failed=1
   mkdir -p "$out/logs"
   cp "$log" "$out/logs/"
-  reason="$(grep -v '^\s*$' "$log" | tail -1 | tr -d ',"\r' | cut -c1-160)"
-  ((rc == 0)) && reason="rows missing: ${reason:-no output}"
+  # An empty log is a reason too ("no output"), not the end of the script (grep finds nothing).
+  reason="$({ grep -v '^\s*$' "$log" || true; } | tail -1 | tr -d ',"\r' | cut -c1-160)"
+  reason="${reason:-no output}"
+  ((rc == 0)) && reason="rows missing: $reason"
   echo "peers: $where, $n ranks, $sys failed (exit $rc): $reason (logs/$(basename "$log"))" >&2
   for s in ${sizes//,/ }; do
     echo "$sys,$n,$where,$s,$iters,,,,,failed (exit $rc): $reason" >>"$csv"

@@ -12,9 +12,10 @@ namespace kf {
 // are small beside its bytes, small enough that pieces pipeline through trees and rings.
 inline constexpr std::size_t kDefaultChunkBytes = std::size_t{1} << 20;
 
-// From this size up, AUTO's allreduces across hosts go round a ring rather than over trees
-// (EngineOptions::auto_ring_bytes; docs/performance.md has the measurement behind it).
-inline constexpr std::size_t kDefaultAutoRingBytes = std::size_t{64} << 10;
+// AUTO's allreduces across hosts go round a ring rather than over trees once each of the ring's n
+// parts (the buffer / n) is at least this big (EngineOptions::auto_ring_part_bytes;
+// docs/performance.md has the measurement behind it).
+inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
 
 struct Range {
   std::size_t first = 0;  // in elements

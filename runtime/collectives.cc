@@ -62,7 +62,8 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
     return;
   }
   if (strategy->algorithm() == Algorithm::by_size) {
-    strategy = o.output.size_bytes() >= engine.options().auto_ring_bytes
+    const std::size_t part = o.output.size_bytes() / static_cast<std::size_t>(engine.size());
+    strategy = part >= engine.options().auto_ring_part_bytes
                    ? engine.over_ring(strategy)
                    : engine.over_graphs(strategy);
   }

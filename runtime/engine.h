@@ -30,9 +30,12 @@ struct EngineOptions {
   std::size_t chunk_bytes = kDefaultChunkBytes;  // collectives travel in pieces of this size
   Duration timeout = std::chrono::seconds(30);   // default deadline of every operation
   StrategyName strategy = StrategyName::automatic;
-  // AUTO across hosts (Algorithm::by_size): allreduces of at least this many bytes go round
-  // RING_RS_AG, smaller ones over the graphs. Like chunk_bytes, every peer must use the same.
-  std::size_t auto_ring_bytes = kDefaultAutoRingBytes;
+  // AUTO across hosts (Algorithm::by_size): an allreduce goes round RING_RS_AG when its buffer
+  // divided by the cluster's size is at least this many bytes, else over the graphs. The ring
+  // sends 2(n - 1) parts of buffer / n one after another, the trees 2 x depth whole chunks: the
+  // ring pays off once a part's transfer outweighs a step's latency. Like chunk_bytes, every peer
+  // must use the same value.
+  std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
   // A remote payload (read from a same-host peer on demand) that arrives before its operation
   // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its
   // buffer back.

@@ -275,20 +275,20 @@ TEST(RingAllreduce, FewerElementsThanRanksGoOverTheStrategysTreesNotAroundTheRin
 
 // ---- AUTO: trees for small allreduces, a ring for large ones (across hosts) ----
 
-TEST(AutoStrategy, AcrossHostsAllreducesFromAutoRingBytesGoRoundARing) {
+TEST(AutoStrategy, AcrossHostsAllreducesOfAutoRingPartPerRankGoRoundARing) {
   const int n = 8;  // 4 hosts
   InprocWorld world(two_per_host(n), {.strategy = StrategyName::automatic,
-                                      .auto_ring_bytes = 64 * sizeof(double)});
-  // Below the threshold, BINARY_TREE_STAR's graphs: one message up and one down per rank but the
-  // root. From it, the ring: 2(n - 1) messages per rank.
-  EXPECT_EQ(allreduce_messages(world, 63), 2u * (n - 1));
-  EXPECT_EQ(allreduce_messages(world, 64), 2u * n * (n - 1));
-  EXPECT_EQ(allreduce_messages(world, 1000), 2u * n * (n - 1));
+                                      .auto_ring_part_bytes = 64 * sizeof(double)});
+  // Under 64 doubles per rank, BINARY_TREE_STAR's graphs: one message up and one down per rank
+  // but the root. From there, the ring: 2(n - 1) messages per rank.
+  EXPECT_EQ(allreduce_messages(world, 64 * n - 1), 2u * (n - 1));
+  EXPECT_EQ(allreduce_messages(world, 64 * n), 2u * n * (n - 1));
+  EXPECT_EQ(allreduce_messages(world, 100 * n), 2u * n * (n - 1));
 }
 
 TEST(AutoStrategy, OnOneHostAllreducesOfEverySizeGoOverTheStar) {
   const int n = 4;
-  InprocWorld world(n, {.strategy = StrategyName::automatic, .auto_ring_bytes = 8});
+  InprocWorld world(n, {.strategy = StrategyName::automatic, .auto_ring_part_bytes = 1});
   EXPECT_EQ(allreduce_messages(world, 1), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 1000), 2u * (n - 1));
 }

@@ -85,6 +85,7 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(s.strategy, StrategyName::ring);
   EXPECT_EQ(s.optimizer, "ssgd");
   EXPECT_EQ(s.chunk_bytes, 512u << 10);
+  EXPECT_EQ(s.auto_ring_part_bytes, 256u << 10);
   EXPECT_EQ(s.timeout, seconds(90));
   ASSERT_EQ(s.policies.size(), 1u);
   EXPECT_EQ(s.policies[0].name, "adaptive_strategy");
@@ -168,6 +169,7 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(s.optimizer, "ssgd");
   EXPECT_EQ(s.chunk_bytes, d.chunk_bytes);
   EXPECT_EQ(s.chunk_bytes, 1u << 20);
+  EXPECT_EQ(s.auto_ring_part_bytes, 128u << 10);
   EXPECT_EQ(s.timeout, seconds(60));
   EXPECT_TRUE(s.policies.empty());
   EXPECT_TRUE(s.events.empty());
@@ -245,6 +247,7 @@ TEST(ScenarioErrors, Units) {
   expect_parse_error(kBase + "timeout: 0s\n", 3, 10, "timeout: must be positive, got 0s");
   expect_parse_error(kBase + "chunk: 0B\n", 3, 8, "chunk: must be positive, got 0B");
   expect_parse_error(kBase + "chunk: 1M\n", 3, 8, "chunk: '1M' has no unit");
+  expect_parse_error(kBase + "auto_ring_part: 64k\n", 3, 17, "auto_ring_part: '64k' has no unit");
   expect_parse_error(kBase + "workload: {fusion: 64}\n", 3, 20,
                      "workload.fusion: '64' has no unit");
   expect_parse_error("steps: 1\ntopology: {hosts: 2, link: {mtu: 100}}\n", 2, 34,

@@ -33,8 +33,8 @@ enum class StrategyName : std::uint8_t {
   multi_binary_tree_star,
   clique,
   ring,
-  // "AUTO": STAR on one host; across hosts BINARY_TREE_STAR graphs, with allreduces from a size
-  // up (EngineOptions::auto_ring_bytes) round a ring instead (Algorithm::by_size).
+  // "AUTO": STAR on one host; across hosts BINARY_TREE_STAR graphs, with large allreduces
+  // (EngineOptions::auto_ring_part_bytes) round a ring instead (Algorithm::by_size).
   automatic,
   ring_rs_ag,
   halving_doubling,

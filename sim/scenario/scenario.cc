@@ -190,7 +190,7 @@ Scenario ScenarioReader::build(const Node& root) const {
   // clang-format off
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "seeds", "steps", "world", "flow_tcp", "topology",
-                   "workload", "strategy", "optimizer", "chunk", "auto_ring", "timeout", "policy", "elastic",
+                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part", "timeout", "policy", "elastic",
                    "monitoring", "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
   // clang-format on
   Scenario sc;
@@ -214,7 +214,9 @@ Scenario ScenarioReader::build(const Node& root) const {
     sc.chunk_bytes = size(*v, "chunk");
     if (sc.chunk_bytes == 0) fail(*v, "chunk", "must be positive, got " + v->Scalar());
   }
-  if (const auto v = m.get("auto_ring")) sc.auto_ring_bytes = size(*v, "auto_ring");
+  if (const auto v = m.get("auto_ring_part")) {
+    sc.auto_ring_part_bytes = size(*v, "auto_ring_part");
+  }
   if (const auto v = m.get("timeout")) {
     sc.timeout = duration(*v, "timeout");
     if (sc.timeout.count() == 0) fail(*v, "timeout", "must be positive, got " + v->Scalar());

@@ -266,7 +266,8 @@ struct Scenario {
   StrategyName strategy = StrategyName::binary_tree_star;
   std::string optimizer = "ssgd";  // ssgd; sma, pair_avg and ada_sgd need workload.numeric
   std::size_t chunk_bytes = kDefaultChunkBytes;
-  std::size_t auto_ring_bytes = kDefaultAutoRingBytes;  // AUTO across hosts: ring from this size
+  // AUTO across hosts: a ring from buffers of this size per worker (EngineOptions).
+  std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
   // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
