@@ -43,12 +43,19 @@ class GpuStepProgram final : public StepProgram {
     Device& device = backend_->device();
     must(device.create_stream(&compute_stream_));
     must(device.create_stream(&verify_stream_));
-    if (overlapped()) {
-      make_overlap_plan();
-      return;
+    try {
+      if (overlapped()) {
+        make_overlap_plan();
+      } else {
+        for (const auto& bucket : fuse_gradients(*o.model, o.fusion_bytes))
+          add_bucket(bucket);
+      }
+    } catch (...) {
+      // No destructor runs for a constructor that throws: give back the buckets made so far.
+      for (auto& b : buckets_)
+        device.release(b.data);
+      throw;
     }
-    for (const auto& bucket : fuse_gradients(*o.model, o.fusion_bytes))
-      add_bucket(bucket);
   }
 
   ~GpuStepProgram() override {
