@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::string strategy;
   double factor = 2;
   int iters = 20, warmup = 5, check = 1, root = 0;
-  std::string chunk_text, auto_ring_part_text, timeout_text = "120s";
+  std::string chunk_text, auto_ring_part_text, auto_doubling_text, timeout_text = "120s";
   bool json = false;
   app.add_option("collective", what, "allreduce | broadcast | allgather | reduce | tcp | soak")
       ->required()
@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk_text, "engine chunk size (default 1M)");
   app.add_option("--auto-ring-part", auto_ring_part_text,
                  "AUTO across hosts: a ring once buffer / ranks is this big (default 128K)");
+  app.add_option("--auto-doubling", auto_doubling_text,
+                 "AUTO: recursive doubling up to this many bytes (default 0: never)");
   int huge_pages = 1;
   app.add_option("--hugepages", huge_pages,
                  "buffers of 2 MiB or more on transparent huge pages (0/1)");
@@ -84,6 +86,9 @@ int main(int argc, char** argv) {
     if (!chunk_text.empty()) options.engine.chunk_bytes = size_flag("-chunk", chunk_text);
     if (!auto_ring_part_text.empty()) {
       options.engine.auto_ring_part_bytes = size_flag("-auto-ring-part", auto_ring_part_text);
+    }
+    if (!auto_doubling_text.empty()) {
+      options.engine.auto_doubling_bytes = size_flag("-auto-doubling", auto_doubling_text);
     }
     const std::size_t min_bytes = size_flag("-b", min_text);
     const std::size_t max_bytes = size_flag("-e", max_text);

@@ -17,6 +17,11 @@ inline constexpr std::size_t kDefaultChunkBytes = std::size_t{1} << 20;
 // docs/performance.md has the measurement behind it).
 inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
 
+// AUTO's allreduces of at most this size go by recursive doubling (EngineOptions::
+// auto_doubling_bytes). Off (0) by default: on the 2-core development machine it was slower than
+// the trees at 4 ranks (docs/performance.md has the measurement).
+inline constexpr std::size_t kDefaultAutoDoublingBytes = 0;
+
 struct Range {
   std::size_t first = 0;  // in elements
   std::size_t count = 0;

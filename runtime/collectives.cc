@@ -10,6 +10,7 @@
 #include "runtime/graph_collective.h"
 #include "runtime/halving_doubling.h"
 #include "runtime/op_helpers.h"
+#include "runtime/recursive_doubling.h"
 #include "runtime/ring_collective.h"
 #include "topology/forest.h"
 
@@ -61,11 +62,19 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
     engine.reject(std::move(done), bad_argument("allreduce", o.name, engine.rank(), *problem));
     return;
   }
+  // AUTO: by size. Every rank sees the same size and options, so every rank decides alike.
+  bool doubling = false;
   if (strategy->algorithm() == Algorithm::by_size) {
-    const std::size_t part = o.output.size_bytes() / static_cast<std::size_t>(engine.size());
-    strategy = part >= engine.options().auto_ring_part_bytes
-                   ? engine.over_ring(strategy)
-                   : engine.over_graphs(strategy);
+    const EngineOptions& eo = engine.options();
+    const std::size_t bytes = o.output.size_bytes();
+    const std::size_t part = bytes / static_cast<std::size_t>(engine.size());
+    if (eo.auto_doubling_bytes > 0 && bytes <= eo.auto_doubling_bytes) {
+      doubling = true;
+    } else if (engine.spans_hosts() && part >= eo.auto_ring_part_bytes) {
+      strategy = engine.over_ring(strategy);
+    } else {
+      strategy = engine.over_graphs(strategy);
+    }
   }
   // A ring cuts the buffer into n parts; with fewer than n elements some parts are empty, and
   // the ring would still pass 2(n - 1) messages per rank, most of them empty (2 million for a
@@ -76,6 +85,12 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
     strategy = engine.over_graphs(strategy);
   }
   std::unique_ptr<Operation> op;
+  if (doubling) {
+    op = std::make_unique<RecursiveDoublingAllreduce>(engine, std::move(o.name), o.input, o.output,
+                                                      o.op, std::move(done));
+    start_with_timeout(engine, std::move(op), o.timeout);
+    return;
+  }
   switch (strategy->algorithm()) {
     case Algorithm::ring_rs_ag:
       op = std::make_unique<RingAllreduce>(engine, std::move(o.name), o.input, o.output, o.op,

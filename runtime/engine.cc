@@ -17,6 +17,7 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
     : transport_(transport),
       version_(cluster.version()),
       size_(cluster.size()),
+      spans_hosts_(std::ranges::any_of(cluster.host_of(), [](int h) { return h != 0; })),
       rank_(rank),
       cluster_(std::move(cluster)),
       executor_(executor),
@@ -280,7 +281,8 @@ Payload Engine::payload_of(Operation& op, ConstBufferView data) {
                            }));
 }
 
-void Operation::send(int destination, std::size_t chunk, std::uint32_t step, ConstBufferView data) {
+void Operation::send(int destination, std::size_t chunk, std::uint32_t step, ConstBufferView data,
+                     SendAs as) {
   Message m;
   m.header.kind = MessageKind::collective;
   m.header.name = name_;
@@ -289,6 +291,8 @@ void Operation::send(int destination, std::size_t chunk, std::uint32_t step, Con
   // A phantom in place, without a call: a simulation at a thousand workers sends millions.
   if (data.is_phantom()) {
     m.payload.set_phantom(data.size_bytes());
+  } else if (as == SendAs::copy) {
+    m.payload = Payload::copy_of(data.data(), data.size_bytes());
   } else {
     m.payload = engine_.payload_of(*this, data);
   }

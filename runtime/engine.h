@@ -36,6 +36,10 @@ struct EngineOptions {
   // ring pays off once a part's transfer outweighs a step's latency. Like chunk_bytes, every peer
   // must use the same value.
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
+  // AUTO: an allreduce of at most this many bytes goes by recursive doubling (log2 n steps, each
+  // partner pair swapping the whole buffer at once), on one host or across hosts; 0: never. Every
+  // peer must use the same value.
+  std::size_t auto_doubling_bytes = kDefaultAutoDoublingBytes;
   // A remote payload (read from a same-host peer on demand) that arrives before its operation
   // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its
   // buffer back.
@@ -53,6 +57,7 @@ class Engine {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  bool spans_hosts() const { return spans_hosts_; }  // workers on more than one host
   const ClusterSpec& cluster() const { return cluster_; }
   Executor& executor() const { return executor_; }
   const EngineOptions& options() const { return options_; }
@@ -139,6 +144,7 @@ class Engine {
   Transport& transport_;
   std::uint64_t version_;
   int size_;
+  bool spans_hosts_;
   int rank_;
   PeerBytes egress_bytes_;
   PeerBytes ingress_bytes_;

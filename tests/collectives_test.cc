@@ -224,7 +224,8 @@ INSTANTIATE_TEST_SUITE_P(
     EveryDTypeAndOp, AllreduceDTypes,
     ::testing::Combine(::testing::ValuesIn(kAllDTypes), ::testing::ValuesIn(kAllReduceOps),
                        ::testing::Values(StrategyName::binary_tree_star, StrategyName::clique,
-                                         StrategyName::ring_rs_ag, StrategyName::halving_doubling)),
+                                         StrategyName::ring_rs_ag, StrategyName::halving_doubling,
+                                         StrategyName::automatic)),
     dtype_name_of);
 
 // ---- RING_RS_AG with fewer elements than ranks ----
@@ -273,24 +274,62 @@ TEST(RingAllreduce, FewerElementsThanRanksGoOverTheStrategysTreesNotAroundTheRin
   EXPECT_EQ(ring_allreduce_messages(n, n), 2u * n * (n - 1));
 }
 
-// ---- AUTO: trees for small allreduces, a ring for large ones (across hosts) ----
+// ---- AUTO: recursive doubling for tiny allreduces, trees, a ring for large ones ----
 
-TEST(AutoStrategy, AcrossHostsAllreducesOfAutoRingPartPerRankGoRoundARing) {
+TEST(AutoStrategy, AcrossHostsTinyGoByDoublingSmallOverTreesLargeRoundARing) {
   const int n = 8;  // 4 hosts
   InprocWorld world(two_per_host(n), {.strategy = StrategyName::automatic,
-                                      .auto_ring_part_bytes = 64 * sizeof(double)});
-  // Under 64 doubles per rank, BINARY_TREE_STAR's graphs: one message up and one down per rank
-  // but the root. From there, the ring: 2(n - 1) messages per rank.
+                                      .auto_ring_part_bytes = 64 * sizeof(double),
+                                      .auto_doubling_bytes = 8 * sizeof(double)});
+  // Up to 8 doubles, recursive doubling: log2(8) = 3 messages per rank.
+  EXPECT_EQ(allreduce_messages(world, 1), 3u * n);
+  EXPECT_EQ(allreduce_messages(world, 8), 3u * n);
+  // Then, under 64 doubles per rank, BINARY_TREE_STAR's graphs: one message up and one down per
+  // rank but the root. From there, the ring: 2(n - 1) messages per rank.
+  EXPECT_EQ(allreduce_messages(world, 9), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 64 * n - 1), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 64 * n), 2u * n * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 100 * n), 2u * n * (n - 1));
 }
 
-TEST(AutoStrategy, OnOneHostAllreducesOfEverySizeGoOverTheStar) {
+TEST(AutoStrategy, OnOneHostTinyGoByDoublingTheRestOverTheStar) {
   const int n = 4;
-  InprocWorld world(n, {.strategy = StrategyName::automatic, .auto_ring_part_bytes = 1});
-  EXPECT_EQ(allreduce_messages(world, 1), 2u * (n - 1));
+  InprocWorld world(n, {.strategy = StrategyName::automatic,
+                        .auto_ring_part_bytes = 1,
+                        .auto_doubling_bytes = sizeof(double)});
+  EXPECT_EQ(allreduce_messages(world, 1), 2u * n);  // log2(4) = 2 per rank
+  EXPECT_EQ(allreduce_messages(world, 2), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 1000), 2u * (n - 1));
+}
+
+TEST(AutoStrategy, DoublingOverRanksThatAreNotAPowerOfTwo) {
+  // n = 6: ranks 1 and 3 hand their buffers to 0 and 2 (2 messages), the 4 others run log2(4) = 2
+  // steps (8), and 0 and 2 hand the result back (2). n = 5: 1 + 8 + 1.
+  for (const auto& [n, messages] : {std::pair{6, 12u}, std::pair{5, 10u}, std::pair{3, 4u}}) {
+    InprocWorld world(n, {.strategy = StrategyName::automatic, .auto_doubling_bytes = 4096});
+    EXPECT_EQ(allreduce_messages(world, 3), messages) << n << " ranks";
+  }
+}
+
+TEST(AutoStrategy, DoublingIsOffByDefault) {
+  InprocWorld world(4, {.strategy = StrategyName::automatic});
+  EXPECT_EQ(allreduce_messages(world, 1), 2u * 3);  // the star
+}
+
+TEST(AutoStrategy, DoublingGivesEveryDTypeAndOpOnEveryRankCount) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8}) {
+    InprocWorld world(two_per_host(n), {.strategy = StrategyName::automatic,
+                                        .auto_doubling_bytes = std::size_t{1} << 20});
+    std::vector<std::pair<DType, ReduceOp>> cases;
+    for (DType t : kAllDTypes)
+      for (ReduceOp op : kAllReduceOps)
+        if (reduce_op_supports(op, t)) cases.emplace_back(t, op);
+    // Every supported (dtype, op) at once, as concurrent collectives; every rank's result is
+    // checked against the serial reference.
+    check_allreduce(world, cases, SizeClass::seven);
+    check_allreduce(world, {{DType::f32, ReduceOp::sum}, {DType::f64, ReduceOp::avg}},
+                    SizeClass::zero);
+  }
 }
 
 // ---- results are bit-identical on every rank and across runs ----

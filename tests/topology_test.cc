@@ -298,8 +298,8 @@ TEST(StrategyTest, AutoAndAlgorithms) {
   const auto multi = kf::make_strategy(StrategyName::automatic, host_of);
   const auto bts = kf::make_strategy(StrategyName::binary_tree_star, host_of);
   EXPECT_EQ(multi.name, "AUTO");
-  EXPECT_EQ(one.algorithm, Algorithm::graph_pairs);
-  EXPECT_EQ(multi.algorithm, Algorithm::by_size);  // trees when small, a ring when large
+  EXPECT_EQ(one.algorithm, Algorithm::by_size);    // doubling when tiny, else the star
+  EXPECT_EQ(multi.algorithm, Algorithm::by_size);  // doubling, trees or a ring by size
   EXPECT_EQ(multi.pairs[0].broadcast, bts.pairs[0].broadcast);
   const auto rs = kf::make_strategy(StrategyName::ring_rs_ag, host_of);
   EXPECT_EQ(rs.algorithm, Algorithm::ring_rs_ag);

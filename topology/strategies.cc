@@ -192,10 +192,10 @@ std::vector<GraphPair> make_pairs(StrategyName name, int n, const HostLayout& la
   return pairs;
 }
 
-Algorithm algorithm_of(StrategyName name, std::size_t hosts) {
+Algorithm algorithm_of(StrategyName name) {
   switch (name) {
     case StrategyName::automatic:
-      return hosts > 1 ? Algorithm::by_size : Algorithm::graph_pairs;
+      return Algorithm::by_size;
     case StrategyName::ring_rs_ag:
       return Algorithm::ring_rs_ag;
     case StrategyName::halving_doubling:
@@ -294,9 +294,8 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of) {
   const int n = static_cast<int>(host_of.size());
   Strategy s;
   s.name = std::string(strategy_name(name));
-  const auto layout = host_layout(host_of);
-  s.algorithm = algorithm_of(name, layout.masters.size());
-  s.pairs = make_pairs(name, n, layout);
+  s.algorithm = algorithm_of(name);
+  s.pairs = make_pairs(name, n, host_layout(host_of));
   for (const auto& pair : s.pairs)
     validate_graph_pair(pair);
   return s;

@@ -33,8 +33,9 @@ enum class StrategyName : std::uint8_t {
   multi_binary_tree_star,
   clique,
   ring,
-  // "AUTO": STAR on one host; across hosts BINARY_TREE_STAR graphs, with large allreduces
-  // (EngineOptions::auto_ring_part_bytes) round a ring instead (Algorithm::by_size).
+  // "AUTO" (Algorithm::by_size): STAR's graphs on one host, BINARY_TREE_STAR's across hosts; a
+  // small allreduce goes by recursive doubling instead, a large one across hosts round a ring
+  // (EngineOptions::auto_doubling_bytes, auto_ring_part_bytes).
   automatic,
   ring_rs_ag,
   halving_doubling,
@@ -60,10 +61,11 @@ enum class Algorithm : std::uint8_t {
   graph_pairs,
   ring_rs_ag,
   halving_doubling,
-  // An allreduce picks by its size: small ones go over the graph pairs (fewer steps in a row:
-  // 2 x depth, latency-bound), large ones round RING_RS_AG (every link busy, each carrying
-  // 2(n-1)/n of the buffer, bandwidth-bound), as NCCL and MPI tune. Every peer decides alike
-  // from the size. Other collectives use the graphs.
+  // An allreduce picks by its size, as NCCL and MPI tune: the smallest by recursive doubling
+  // (log2 n steps, latency-bound), medium ones over the graph pairs, large ones across hosts
+  // round RING_RS_AG (every link busy, each carrying 2(n-1)/n of the buffer, bandwidth-bound).
+  // Every peer decides alike from the size (runtime/collectives.cc). Other collectives use the
+  // graphs.
   by_size,
 };
 

@@ -190,7 +190,7 @@ Scenario ScenarioReader::build(const Node& root) const {
   // clang-format off
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "seeds", "steps", "world", "flow_tcp", "topology",
-                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part", "timeout", "policy", "elastic",
+                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part", "auto_doubling", "timeout", "policy", "elastic",
                    "monitoring", "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
   // clang-format on
   Scenario sc;
@@ -217,6 +217,7 @@ Scenario ScenarioReader::build(const Node& root) const {
   if (const auto v = m.get("auto_ring_part")) {
     sc.auto_ring_part_bytes = size(*v, "auto_ring_part");
   }
+  if (const auto v = m.get("auto_doubling")) sc.auto_doubling_bytes = size(*v, "auto_doubling");
   if (const auto v = m.get("timeout")) {
     sc.timeout = duration(*v, "timeout");
     if (sc.timeout.count() == 0) fail(*v, "timeout", "must be positive, got " + v->Scalar());
