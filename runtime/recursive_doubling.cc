@@ -71,9 +71,8 @@ void RecursiveDoublingAllreduce::send_step(std::uint32_t step) {
 }
 
 bool RecursiveDoublingAllreduce::accepts(int source, const MessageHeader& h) const {
-  return h.kind == MessageKind::collective && h.chunk == 0 && !finished_ &&
-         h.step >= next_step_ && h.step <= last_step_ && !early_.contains(h.step) &&
-         source == source_of(h.step);
+  return h.kind == MessageKind::collective && h.chunk == 0 && !finished_ && h.step >= next_step_ &&
+         h.step <= last_step_ && !early_.contains(h.step) && source == source_of(h.step);
 }
 
 void RecursiveDoublingAllreduce::on_message(int /*source*/, Message&& message) {
@@ -83,8 +82,8 @@ void RecursiveDoublingAllreduce::on_message(int /*source*/, Message&& message) {
   } else if (!message.payload.materialize()) {
     // Kept until its turn, so a remote payload is copied out now: its owner is not held up.
     const PayloadError e = payload_failure(message.payload);
-    finish(Status(e.code,
-                  fmt::format("allreduce '{}' on rank {}: step {}: {}", name(), rank_, step, e.why)));
+    finish(Status(
+        e.code, fmt::format("allreduce '{}' on rank {}: step {}: {}", name(), rank_, step, e.why)));
     return;
   } else {
     early_.emplace(step, std::move(message.payload));
@@ -105,9 +104,9 @@ void RecursiveDoublingAllreduce::advance() {
 bool RecursiveDoublingAllreduce::apply(const Payload& p) {
   const std::uint32_t step = next_step_;
   const auto fail = [&](const PayloadError& e) {
-    finish(Status(e.code,
-                  fmt::format("allreduce '{}' on rank {}: step {} from {}: {}", name(), rank_,
-                              step, engine().describe_peer(source_of(step)), e.why)));
+    finish(
+        Status(e.code, fmt::format("allreduce '{}' on rank {}: step {} from {}: {}", name(), rank_,
+                                   step, engine().describe_peer(source_of(step)), e.why)));
     return false;
   };
   if (const auto why = payload_mismatch(p, output_)) return fail(*why);

@@ -38,9 +38,9 @@ class RecursiveDoublingAllreduce final : public Operation {
   // Who sends this rank the message of `step`, or -1 if nobody does.
   int source_of(std::uint32_t step) const;
   int rank_of_virtual(int v) const { return v < extra_ ? 2 * v : v + extra_; }
-  void send_step(std::uint32_t step);   // sends what `step` sends and awaits its message
-  bool apply(const Payload& payload);   // next_step_'s message; false when the operation failed
-  void advance();                       // applies early messages whose turn has come
+  void send_step(std::uint32_t step);  // sends what `step` sends and awaits its message
+  bool apply(const Payload& payload);  // next_step_'s message; false when the operation failed
+  void advance();                      // applies early messages whose turn has come
 
   int n_;
   int rank_;
@@ -52,8 +52,8 @@ class RecursiveDoublingAllreduce final : public Operation {
   ConstBufferView input_;
   BufferView output_;
   ReduceOp op_;
-  std::uint32_t next_step_ = 0;  // the step whose message is awaited
-  bool finished_ = false;        // the result is in output_
+  std::uint32_t next_step_ = 0;             // the step whose message is awaited
+  bool finished_ = false;                   // the result is in output_
   std::map<std::uint32_t, Payload> early_;  // later steps' messages, from faster partners
 };
 

@@ -92,8 +92,8 @@ Strategy make_strategy(StrategyName name, std::span<const int> host_of);
 std::shared_ptr<const Strategy> shared_strategy(StrategyName name, std::span<const int> host_of);
 // `strategy` with its algorithm set to `algorithm` (its name and graphs kept), shared the same way
 // while anyone holds it and `strategy` lives. Thread-safe.
-std::shared_ptr<const Strategy> shared_with_algorithm(const std::shared_ptr<const Strategy>& strategy,
-                                                      Algorithm algorithm);
+std::shared_ptr<const Strategy> shared_with_algorithm(
+    const std::shared_ptr<const Strategy>& strategy, Algorithm algorithm);
 
 // The first rank of each host, in order of first appearance.
 std::vector<int> host_masters(std::span<const int> host_of);

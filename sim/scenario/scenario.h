@@ -268,7 +268,8 @@ struct Scenario {
   std::size_t chunk_bytes = kDefaultChunkBytes;
   // AUTO across hosts: a ring from buffers of this size per worker (EngineOptions).
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
-  std::size_t auto_doubling_bytes = kDefaultAutoDoublingBytes;  // AUTO: doubling up to this (0: never)
+  std::size_t auto_doubling_bytes =
+      kDefaultAutoDoublingBytes;  // AUTO: doubling up to this (0: never)
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
   // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
