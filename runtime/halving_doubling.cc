@@ -13,22 +13,11 @@ HalvingDoublingAllreduce::HalvingDoublingAllreduce(Engine& engine, std::string n
     : Operation(engine, std::move(name), "allreduce", std::move(done)),
       n_(engine.size()),
       rank_(engine.rank()),
+      fold_(n_, rank_),
       input_(input),
       output_(output),
       op_(op) {
-  pow2_ = 1;
-  levels_ = 0;
-  while (pow2_ * 2 <= n_) {
-    pow2_ *= 2;
-    ++levels_;
-  }
-  extra_ = n_ - pow2_;
-  if (rank_ < 2 * extra_) {
-    virtual_ = rank_ % 2 == 0 ? rank_ / 2 : -1;
-  } else {
-    virtual_ = rank_ - extra_;
-  }
-  last_step_ = static_cast<std::uint32_t>(2 * levels_ + 1);
+  last_step_ = static_cast<std::uint32_t>(2 * fold_.levels + 1);
   // Slices of two chunks: the first halving step then sends about one chunk.
   for (const Range& r :
        split_by_bytes(output_.count(), output_.elem_size(), 2 * engine.options().chunk_bytes)) {
@@ -41,13 +30,14 @@ HalvingDoublingAllreduce::HalvingDoublingAllreduce(Engine& engine, std::string n
 }
 
 int HalvingDoublingAllreduce::source_of(std::uint32_t step) const {
-  if (virtual_ < 0) return step == last_step_ ? rank_ - 1 : -1;
-  if (step == 0) return rank_ < 2 * extra_ ? rank_ + 1 : -1;
-  if (step <= static_cast<std::uint32_t>(levels_)) {
-    return rank_of_virtual(virtual_ ^ (pow2_ >> step));
+  if (fold_.virtual_rank < 0) return step == last_step_ ? rank_ - 1 : -1;
+  if (step == 0) return rank_ < 2 * fold_.extra ? rank_ + 1 : -1;
+  if (step <= static_cast<std::uint32_t>(fold_.levels)) {
+    return fold_.rank_of_virtual(fold_.virtual_rank ^ (fold_.pow2 >> step));
   }
   if (step < last_step_) {
-    return rank_of_virtual(virtual_ ^ (1 << (step - static_cast<std::uint32_t>(levels_) - 1)));
+    return fold_.rank_of_virtual(fold_.virtual_rank ^
+                                 (1 << (step - static_cast<std::uint32_t>(fold_.levels) - 1)));
   }
   return -1;
 }
@@ -56,7 +46,7 @@ void HalvingDoublingAllreduce::start() {
   copy_view(output_, input_);
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     Slice& s = slices_[i];
-    send_step(i, s, virtual_ < 0 || rank_ < 2 * extra_ ? 0 : 1);
+    send_step(i, s, fold_.virtual_rank < 0 || rank_ < 2 * fold_.extra ? 0 : 1);
   }
   if (remaining_ == 0) finish();
 }
@@ -65,26 +55,26 @@ void HalvingDoublingAllreduce::start() {
 void HalvingDoublingAllreduce::send_step(std::size_t index, Slice& s, std::uint32_t step) {
   const auto view = [&](Range r) { return output_.slice(r.first, r.count); };
   s.next_step = step;
-  if (virtual_ < 0) {  // odd rank of a pair: hand everything over, wait for the result
+  if (fold_.virtual_rank < 0) {  // odd rank of a pair: hand everything over, wait for the result
     send(rank_ - 1, index, 0, view(s.range));
     s.next_step = last_step_;
     return;
   }
   if (step == 0) return;  // even rank of a pair: wait for the partner's slice
-  if (step <= static_cast<std::uint32_t>(levels_)) {
-    const int distance = pow2_ >> step;
-    const bool keep_lower = (virtual_ & distance) == 0;
+  if (step <= static_cast<std::uint32_t>(fold_.levels)) {
+    const int distance = fold_.pow2 >> step;
+    const bool keep_lower = (fold_.virtual_rank & distance) == 0;
     s.history.push_back(s.mine);
     const Range give = halve(s, !keep_lower);
     s.mine = halve(s, keep_lower);
-    send(rank_of_virtual(virtual_ ^ distance), index, step, view(give));
+    send(fold_.rank_of_virtual(fold_.virtual_rank ^ distance), index, step, view(give));
     return;
   }
   if (step < last_step_) {
     send(source_of(step), index, step, view(s.mine));
     return;
   }
-  if (virtual_ < extra_) {  // give the odd partner its result
+  if (fold_.virtual_rank < fold_.extra) {  // give the odd partner its result
     send(rank_ + 1, index, last_step_, view(s.range));
   }
   slice_done(s);
@@ -154,10 +144,10 @@ bool HalvingDoublingAllreduce::apply(std::size_t index, Slice& s, std::uint32_t 
     send_step(index, s, 1);
     return true;
   }
-  if (step <= static_cast<std::uint32_t>(levels_)) {
+  if (step <= static_cast<std::uint32_t>(fold_.levels)) {
     if (!check(s.mine)) return false;
     if (const auto why = reduce_payload(view(s.mine), p, op_)) return fail(*why);
-    if (step == static_cast<std::uint32_t>(levels_) && op_ == ReduceOp::avg) {
+    if (step == static_cast<std::uint32_t>(fold_.levels) && op_ == ReduceOp::avg) {
       divide_view(view(s.mine), static_cast<std::size_t>(n_));
     }
     send_step(index, s, step + 1);

@@ -15,6 +15,7 @@
 #include "runtime/buffer.h"
 #include "runtime/chunking.h"
 #include "runtime/operation.h"
+#include "runtime/power_of_two_fold.h"
 #include "runtime/reduce.h"
 
 namespace kf {
@@ -41,7 +42,6 @@ class HalvingDoublingAllreduce final : public Operation {
 
   // Who sends this rank the message of `step`, or -1 if nobody does.
   int source_of(std::uint32_t step) const;
-  int rank_of_virtual(int v) const { return v < extra_ ? 2 * v : v + extra_; }
   void advance(std::size_t index, Slice& s);  // runs every step whose message is here
   void send_step(std::size_t index, Slice& s, std::uint32_t step);
   bool apply(std::size_t index, Slice& s, std::uint32_t step, const Payload& p);
@@ -50,10 +50,7 @@ class HalvingDoublingAllreduce final : public Operation {
 
   int n_;
   int rank_;
-  int pow2_;                 // p
-  int extra_;                // r = n - p
-  int levels_;               // log2(p)
-  int virtual_;              // this rank's index among the p active ranks, -1 if it sits out
+  PowerOfTwoFold fold_;
   std::uint32_t last_step_;  // 2 * levels + 1: the result back to an odd rank
   ConstBufferView input_;
   BufferView output_;

@@ -13,29 +13,18 @@ RecursiveDoublingAllreduce::RecursiveDoublingAllreduce(Engine& engine, std::stri
     : Operation(engine, std::move(name), "allreduce", std::move(done)),
       n_(engine.size()),
       rank_(engine.rank()),
+      fold_(n_, rank_),
       input_(input),
       output_(output),
       op_(op) {
-  pow2_ = 1;
-  levels_ = 0;
-  while (pow2_ * 2 <= n_) {
-    pow2_ *= 2;
-    ++levels_;
-  }
-  extra_ = n_ - pow2_;
-  if (rank_ < 2 * extra_) {
-    virtual_ = rank_ % 2 == 0 ? rank_ / 2 : -1;
-  } else {
-    virtual_ = rank_ - extra_;
-  }
-  last_step_ = static_cast<std::uint32_t>(levels_ + 1);
+  last_step_ = static_cast<std::uint32_t>(fold_.levels + 1);
 }
 
 int RecursiveDoublingAllreduce::source_of(std::uint32_t step) const {
-  if (virtual_ < 0) return step == last_step_ ? rank_ - 1 : -1;
-  if (step == 0) return rank_ < 2 * extra_ ? rank_ + 1 : -1;
-  if (step <= static_cast<std::uint32_t>(levels_)) {
-    return rank_of_virtual(virtual_ ^ (1 << (step - 1)));
+  if (fold_.virtual_rank < 0) return step == last_step_ ? rank_ - 1 : -1;
+  if (step == 0) return rank_ < 2 * fold_.extra ? rank_ + 1 : -1;
+  if (step <= static_cast<std::uint32_t>(fold_.levels)) {
+    return fold_.rank_of_virtual(fold_.virtual_rank ^ (1 << (step - 1)));
   }
   return -1;
 }
@@ -45,13 +34,13 @@ void RecursiveDoublingAllreduce::start() {
     finish();
     return;
   }
-  if (virtual_ < 0) {  // odd rank of a pair: hand the input over, wait for the result
+  if (fold_.virtual_rank < 0) {  // odd rank of a pair: hand the input over, wait for the result
     send(rank_ - 1, 0, 0, input_, SendAs::copy);
     next_step_ = last_step_;
     return;
   }
   copy_view(output_, input_);
-  if (rank_ < 2 * extra_) {
+  if (rank_ < 2 * fold_.extra) {
     next_step_ = 0;  // even rank of a pair: wait for the partner's input first
     return;
   }
@@ -60,13 +49,13 @@ void RecursiveDoublingAllreduce::start() {
 }
 
 void RecursiveDoublingAllreduce::send_step(std::uint32_t step) {
-  if (step <= static_cast<std::uint32_t>(levels_)) {
+  if (step <= static_cast<std::uint32_t>(fold_.levels)) {
     send(source_of(step), 0, step, output_, SendAs::copy);
     next_step_ = step;
     return;
   }
   if (op_ == ReduceOp::avg) divide_view(output_, static_cast<std::size_t>(n_));
-  if (virtual_ < extra_) send(rank_ + 1, 0, last_step_, output_, SendAs::copy);
+  if (fold_.virtual_rank < fold_.extra) send(rank_ + 1, 0, last_step_, output_, SendAs::copy);
   finished_ = true;
 }
 

@@ -20,6 +20,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/operation.h"
+#include "runtime/power_of_two_fold.h"
 #include "runtime/reduce.h"
 
 namespace kf {
@@ -37,17 +38,13 @@ class RecursiveDoublingAllreduce final : public Operation {
  private:
   // Who sends this rank the message of `step`, or -1 if nobody does.
   int source_of(std::uint32_t step) const;
-  int rank_of_virtual(int v) const { return v < extra_ ? 2 * v : v + extra_; }
   void send_step(std::uint32_t step);  // sends what `step` sends and awaits its message
   bool apply(const Payload& payload);  // next_step_'s message; false when the operation failed
   void advance();                      // applies early messages whose turn has come
 
   int n_;
   int rank_;
-  int pow2_;                 // p
-  int extra_;                // r = n - p
-  int levels_;               // log2(p)
-  int virtual_;              // this rank's index among the p active ranks, -1 if it sits out
+  PowerOfTwoFold fold_;
   std::uint32_t last_step_;  // levels + 1: the result back to an odd rank
   ConstBufferView input_;
   BufferView output_;

@@ -115,13 +115,7 @@ class GpuStepProgram final : public StepProgram {
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       const TimePoint begin = engine.executor().now();
       backend_->allreduce(
-          engine,
-          {.name = names_[b],
-           .input = buckets_[b].data,
-           .output = buckets_[b].data,
-           .count = buckets_[b].count,
-           .dtype = DType::f32,
-           .op = ReduceOp::sum},
+          engine, bucket_allreduce(b),
           [this, b, begin, round, done, &engine, step = ctx.step, report = ctx.report](Status s) {
             if (s.ok() && options_.verify) s = check(b, engine.rank(), engine.size(), step);
             if (!s.ok() && round->error.ok()) round->error = s;
@@ -178,6 +172,16 @@ class GpuStepProgram final : public StepProgram {
   };
 
   bool overlapped() const { return options_.bucketing.mode != Bucketing::none; }
+
+  // Bucket b's in-place f32 sum, as every step allreduces it.
+  DeviceAllreduceOptions bucket_allreduce(std::size_t b) const {
+    return {.name = names_[b],
+            .input = buckets_[b].data,
+            .output = buckets_[b].data,
+            .count = buckets_[b].count,
+            .dtype = DType::f32,
+            .op = ReduceOp::sum};
+  }
 
   void add_bucket(const std::vector<int>& tensors) {
     std::size_t count = 0;
@@ -394,13 +398,7 @@ class GpuStepProgram final : public StepProgram {
     Engine& engine = r->context.engine;
     const TimePoint begin = engine.executor().now();
     if (!r->comm_begin) r->comm_begin = backend_->now();
-    backend_->allreduce(engine,
-                        {.name = names_[b],
-                         .input = buckets_[b].data,
-                         .output = buckets_[b].data,
-                         .count = buckets_[b].count,
-                         .dtype = DType::f32,
-                         .op = ReduceOp::sum},
+    backend_->allreduce(engine, bucket_allreduce(b),
                         [this, b, begin, weak = std::weak_ptr<Overlap>(r)](Status s) {
                           auto round = weak.lock();
                           if (!round) return;

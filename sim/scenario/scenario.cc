@@ -190,8 +190,9 @@ Scenario ScenarioReader::build(const Node& root) const {
   // clang-format off
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "seeds", "steps", "world", "flow_tcp", "topology",
-                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part", "auto_doubling", "timeout", "policy", "elastic",
-                   "monitoring", "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
+                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part", "auto_doubling",
+                   "timeout", "policy", "elastic", "monitoring", "tcp_samples", "tcp_recovery",
+                   "events", "sweep", "variants"});
   // clang-format on
   Scenario sc;
   sc.file = file();

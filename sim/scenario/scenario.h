@@ -266,10 +266,10 @@ struct Scenario {
   StrategyName strategy = StrategyName::binary_tree_star;
   std::string optimizer = "ssgd";  // ssgd; sma, pair_avg and ada_sgd need workload.numeric
   std::size_t chunk_bytes = kDefaultChunkBytes;
-  // AUTO across hosts: a ring from buffers of this size per worker (EngineOptions).
+  // AUTO (EngineOptions): across hosts a ring from buffers of this size per worker; recursive
+  // doubling up to this size (0: never).
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
-  std::size_t auto_doubling_bytes =
-      kDefaultAutoDoublingBytes;  // AUTO: doubling up to this (0: never)
+  std::size_t auto_doubling_bytes = kDefaultAutoDoublingBytes;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
   // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
