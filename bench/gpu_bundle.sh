@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Packs what bench/gpu_report.sh runs (kfrun, kfbench, kftrain, gpu_reduce_bench, gpu_test) with
-# the non-CUDA shared libraries they need (fmt, protobuf, OpenSSL, cpp-httplib, ...) into one
+# Packs what bench/gpu_report.sh runs (kfrun, kfbench, kftrain, gpu_reduce_bench, gpu_test, and
+# the Python package's runtime with fmt's headers, from which section 6 builds the extension
+# module for the GPU machine's Python) with the non-CUDA shared libraries they need (fmt,
+# protobuf, OpenSSL, cpp-httplib, ...) into one
 # folder that can be carried to a GPU machine lacking this project's build dependencies (its own
 # CUDA runtime, cuBLAS and NCCL are used there: they are too big to carry). On the GPU machine:
 #   source BUNDLE/env.sh && bench/gpu_report.sh BUNDLE out/gpu_report
@@ -15,6 +17,17 @@ for b in "${bins[@]}"; do
   [[ -x "$BUILD/$b" ]] || { echo "gpu_bundle: $BUILD/$b missing (build it with KF_WITH_CUDA=ON)" >&2; exit 2; }
   cp "$BUILD/$b" "$BUNDLE/$b"
 done
+# The Python package without its extension modules (built for this machine's Python).
+runtime="$BUILD/python/kungfu/libkungfu_runtime.so"
+if [[ -f "$runtime" ]]; then
+  (cd "$BUILD/python" && find kungfu -name '*.py' -o -name libkungfu_runtime.so) | while read -r f; do
+    mkdir -p "$BUNDLE/python/$(dirname "$f")"
+    cp "$BUILD/python/$f" "$BUNDLE/python/$f"
+  done
+  mkdir -p "$BUNDLE/include"
+  cp -r /usr/include/fmt "$BUNDLE/include/"
+  bins+=(python/kungfu/libkungfu_runtime.so)
+fi
 # Libraries outside glibc, libstdc++/libgcc and CUDA (the GPU machine has its own of those).
 skip='^(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux.*|linux-vdso|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so'
 for b in "${bins[@]}"; do

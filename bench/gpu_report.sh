@@ -11,13 +11,19 @@
 #      pseudo-hosts over TCP) and short GPU training runs (kftrain -gpu), unfused and in 25 MiB
 #      buckets, each path's gradients also verified element by element, and an elastic run
 #      (1 -> 2 -> 1 workers, every gradient verified);
-#   5. sanitizers: compute-sanitizer memcheck over the kernel, device and path tests, and, when
-#      KF_GPU_ASAN_TEST names a gpu_test built with KF_SANITIZE=address,undefined, that binary
-#      (NCCL's own lasting allocations suppressed by tests/lsan_gpu.supp).
+#   4d. overlap of the backward pass and the allreduces (kftrain -gpu --bucketing none, ddp and
+#      kungfu) for resnet50 and vgg16 on the NCCL and STAGED paths, each mode's gradients also
+#      verified, into overlap.csv;
+#   5. sanitizers: compute-sanitizer memcheck over the kernel, device, path and overlap tests,
+#      and, when KF_GPU_ASAN_TEST names a gpu_test built with KF_SANITIZE=address,undefined,
+#      that binary (NCCL's own lasting allocations suppressed by tests/lsan_gpu.supp);
+#   6. the Python package on CUDA memory (python/tests/test_gpu.py under this machine's python3,
+#      the extension module built there when the build's is for another Python).
 # Usage: bench/gpu_report.sh [BUILD_DIR] [OUT_DIR] [MAX_BYTES]
 #   defaults: build/release, out/gpu_report, 256M
 # Environment: KF_GPU_SECTIONS (e.g. "1 2 3a") runs only those sections (default: all);
-# KF_GPU_STEP_TIMEOUT bounds each command in seconds (default 300), so a hang on a leased
+# KF_GPU_MEMCHECK_TESTS is section 5's gtest filter (default: the kernel, device, path and
+# overlap tests); KF_GPU_STEP_TIMEOUT bounds each command in seconds (default 300), so a hang on a leased
 # machine costs one step, not the lease; KF_GPU_PORT_BASE moves the workers' ports (default 12000).
 # Without a GPU, sections 1 (the GPU tests skip) and 4a (host memory) still run: that is how
 # tests/gpu_report_test.sh keeps this script working on machines without one.
@@ -32,8 +38,9 @@ KFRUN="$BUILD/apps/kfrun"
 KFBENCH="$BUILD/apps/kfbench"
 KFTRAIN="$BUILD/apps/kftrain"
 REDUCE="$BUILD/bench/gpu_reduce_bench"
-SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b 4c 5"}
+SECTIONS=${KF_GPU_SECTIONS:-"1 2 3a 3b 3c 4a 4b 4c 4d 5 6"}
 STEP_TIMEOUT=${KF_GPU_STEP_TIMEOUT:-300}
+MEMCHECK_TESTS=${KF_GPU_MEMCHECK_TESTS:-'*GpuKernel*:GpuDevice.*:GpuPaths.*:*GpuStepProgramOverlap*'}
 # Workers listen in PORT_BASE..+100 (pseudo-hosts), +1000..+1100 (one host), +2000..+2010 and
 # +2100 (the elastic run and its config server).
 PORT_BASE=${KF_GPU_PORT_BASE:-12000}
@@ -46,7 +53,8 @@ needs=()
 if want 1 || want 5; then needs+=("$BUILD/tests/gpu_test"); fi
 if want 2; then needs+=("$REDUCE"); fi
 if want 3a || want 3b || want 3c || want 4a; then needs+=("$KFRUN" "$KFBENCH"); fi
-if want 4b || want 4c; then needs+=("$KFRUN" "$KFTRAIN"); fi
+if want 4b || want 4c || want 4d; then needs+=("$KFRUN" "$KFTRAIN"); fi
+if want 6; then needs+=("$KFRUN"); fi
 if [[ -n "${KF_GPU_ASAN_TEST:-}" ]] && want 5; then needs+=("$KF_GPU_ASAN_TEST"); fi
 for f in "${needs[@]}"; do
   [[ -x "$f" ]] || { echo "gpu_report: $f missing: build it first (cmake --build $BUILD)" >&2; exit 2; }
@@ -205,6 +213,41 @@ if want 4c; then
   stop_mps
 fi
 
+if want 4d; then
+  OVERLAP_STEPS=${KF_GPU_OVERLAP_STEPS:-20}
+  log "4d. overlap (kftrain -gpu --bucketing): resnet50 and vgg16, batch 64, $OVERLAP_STEPS steps," \
+    "1 worker per GPU; medians over steps 2-$((OVERLAP_STEPS - 1))"
+  np=$(( NGPU >= 1 ? NGPU : 1 ))
+  csv="$OUT/overlap.csv"
+  echo "model,path,bucketing,fusion_bytes,steps,samples_per_s,gpu_compute_ms,gpu_comm_ms,gpu_exposed_comm_ms" >"$csv"
+  # none: compute, then every allreduce (per tensor, and in 25 MiB buckets); ddp: 25 MiB buckets
+  # (the first 1 MiB) launched as the backward pass fills them; kungfu: each tensor when ready.
+  for model in resnet50 vgg16; do
+    for s in NCCL STAGED; do
+      for mode in none:0 none:26214400 ddp:0 kungfu:0; do
+        b=${mode%%:*} fusion=${mode#*:}
+        f="$OUT/overlap_${model}_${np}gpu_$(safe "$s")_${b}_fusion${fusion}.txt"
+        bounded "$KFRUN" -q -np "$np" -port-range "$LOCAL_PORTS" -timeout 10m "$KFTRAIN" -gpu \
+          -gpu-strategy "$s" -gpu-tf32 -model "$model" -batch 64 -steps "$OVERLAP_STEPS" -fusion "$fusion" \
+          --bucketing "$b" >"$f" 2>&1
+        steps=$(grep -oE 'step [0-9]+: .*' "$f" | awk '{ split($2, k, ":"); if (k[1] + 0 >= 2) print }')
+        value() { grep -oE "$1=[0-9.eE+-]+" <<<"$steps" | cut -d= -f2 | median; }
+        rate=$(grep -oE '[0-9.]+ samples/s' <<<"$steps" | cut -d' ' -f1 | median)
+        row="$model,$s,$b,$fusion,$(grep -c . <<<"$steps"),${rate:-},$(value gpu_compute_ms),$(value gpu_comm_ms),$(value gpu_exposed_comm_ms)"
+        echo "$row" >>"$csv"
+        echo "overlap $row" | tee -a "$OUT/summary.txt"
+      done
+      for b in ddp kungfu; do
+        f="$OUT/overlap_${model}_${np}gpu_$(safe "$s")_${b}.verify.txt"
+        bounded "$KFRUN" -q -np "$np" -port-range "$LOCAL_PORTS" -timeout 10m "$KFTRAIN" -gpu \
+          -gpu-strategy "$s" -model "$model" -batch 8 -steps 3 --bucketing "$b" -verify >"$f" 2>&1 \
+          && echo "  verify $model $s $b: ok" | tee -a "$OUT/summary.txt" \
+          || echo "  verify $model $s $b: FAILED (see $f)" | tee -a "$OUT/summary.txt"
+      done
+    done
+  done
+fi
+
 if want 5; then
   log "5. sanitizers"
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -212,7 +255,7 @@ if want 5; then
     # API errors are not reported: NCCL probes kernels for other GPUs and a test asks for more
     # memory than there is on purpose; memcheck's own errors (bad device accesses, leaks) are.
     bounded "$CS" --tool memcheck --report-api-errors no --leak-check full --error-exitcode 3 \
-      "$BUILD/tests/gpu_test" --gtest_filter='*GpuKernel*:GpuDevice.*:GpuPaths.*' \
+      "$BUILD/tests/gpu_test" --gtest_filter="$MEMCHECK_TESTS" \
       >"$OUT/memcheck.txt" 2>&1
     echo "compute-sanitizer memcheck: exit $?, $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.txt")" \
       | tee -a "$OUT/summary.txt"
@@ -229,5 +272,26 @@ if want 5; then
       "$(grep -cE 'ERROR: (Address|Leak)Sanitizer|runtime error' "$OUT/asan_gpu_test.txt") sanitizer reports" \
       | tee -a "$OUT/summary.txt"
   fi
+fi
+if want 6; then
+  log "6. the Python package on CUDA memory (python/tests/test_gpu.py, $(python3 --version 2>&1))"
+  SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  PKG="$BUILD/python"
+  if ! PYTHONPATH="$PKG" python3 -c 'import kungfu' >/dev/null 2>&1; then
+    # The build's extension module is for another Python (a bundle from a Debian build): build
+    # kungfu._core for this one against the carried runtime (libkungfu_runtime.so).
+    ext=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    pb=$(python3 -m pybind11 --includes 2>/dev/null || true)
+    bounded c++ -O2 -std=c++20 -fPIC -shared -fvisibility=hidden -DFMT_SHARED -I"$SRC" \
+      -I"$BUILD/include" -isystem "$pyinc" $pb "$SRC/python/src/core_module.cc" \
+      "$SRC/python/src/policy_module.cc" -o "$PKG/kungfu/_core$ext" -L"$PKG/kungfu" \
+      -lkungfu_runtime -Wl,-rpath,'$ORIGIN' >"$OUT/python_build.txt" 2>&1
+    echo "kungfu._core for this Python: exit $?" | tee -a "$OUT/summary.txt"
+  fi
+  KFRUN="$KFRUN" KF_PYTHON=python3 KF_PYTHON_DIR="$PKG" PYTHONPATH="$PKG" bounded python3 -m pytest \
+    -v -p no:cacheprovider "$SRC/python/tests/test_gpu.py" >"$OUT/python_gpu.txt" 2>&1
+  echo "python test_gpu.py: exit $?; $(tail -1 "$OUT/python_gpu.txt")" | tee -a "$OUT/summary.txt"
+  grep -E 'PASSED|FAILED|SKIPPED' "$OUT/python_gpu.txt" | tee -a "$OUT/summary.txt"
 fi
 log "done: $OUT/summary.txt"

@@ -23,7 +23,8 @@ import port_lease  # noqa: E402  (tests/port_lease.py, shared with the C++ and s
 
 HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "workers"
-PYTHON = "/usr/bin/python3"
+# Debian's python3 here; KF_PYTHON names another (a GPU machine's, by bench/gpu_report.sh).
+PYTHON = os.environ.get("KF_PYTHON", "/usr/bin/python3")
 
 
 def python_dir() -> str:

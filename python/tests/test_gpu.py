@@ -24,11 +24,21 @@ def test_cuda_memory_without_a_device_is_a_clear_error():
     assert r.stdout.count("ok") == 2, r.stdout
 
 
-@pytest.mark.parametrize("np_", [1, 2])
-def test_cuda_memory_allreduce(np_):
+def cuda_devices() -> int:
+    r = subprocess.run([PYTHON, str(WORKERS / "gpu_allreduce.py"), "count"], env=worker_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.strip())
+
+
+# NCCL takes one GPU per rank; STAGED (host-memory stage between the ranks) shares one.
+@pytest.mark.parametrize("np_,strategy", [(1, "NCCL"), (2, "NCCL"), (1, "STAGED"), (2, "STAGED")])
+def test_cuda_memory_allreduce(np_, strategy):
     why = gpu_unavailable()
     if why is not None:
         pytest.skip(f"no usable CUDA device here: {why}")
-    r = run_kfrun(np_, "gpu_allreduce.py", "device", timeout=300)
+    if strategy == "NCCL" and cuda_devices() < np_:
+        pytest.skip(f"NCCL needs a GPU per rank: {np_} ranks, {cuda_devices()} GPU(s)")
+    r = run_kfrun(np_, "gpu_allreduce.py", "device", strategy, timeout=300)
     check_ok(r)
     assert r.stdout.count("ok") == np_, r.stdout

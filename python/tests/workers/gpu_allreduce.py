@@ -1,9 +1,11 @@
 """CUDA memory through kungfu.allreduce. Modes:
   no-device   where no CUDA device can be used: an allreduce of CUDA memory raises DeviceError
               with the reason; other collectives refuse CUDA memory with a TypeError
-  device      where one can: every worker allreduces device memory (cudaMalloc'ed through
+  device [S]  where one can: every worker allreduces device memory (cudaMalloc'ed through
               ctypes, exposed by __cuda_array_interface__, and torch CUDA tensors when this torch
-              has CUDA) with sum / max / avg, checked against the serial result
+              has CUDA) with sum / max / avg over device strategy S (default NCCL), checked
+              against the serial result
+  count       prints the number of CUDA devices this process sees (no launcher needed)
 """
 
 import ctypes
@@ -90,8 +92,8 @@ def no_device() -> None:
     print("ok", flush=True)
 
 
-def device() -> None:
-    kungfu.init()
+def device(strategy: str = "NCCL") -> None:
+    kungfu.init(device_strategy=strategy)
     why = kungfu._core.gpu_unavailable()
     check(why is None, f"no device: {why}")
     lib = cudart()
@@ -116,5 +118,10 @@ def device() -> None:
     print("ok", flush=True)
 
 
+def count() -> None:
+    n = ctypes.c_int(0)
+    print(n.value if cudart().cudaGetDeviceCount(ctypes.byref(n)) == 0 else 0, flush=True)
+
+
 if __name__ == "__main__":
-    {"no-device": no_device, "device": device}[sys.argv[1]]()
+    {"no-device": no_device, "device": device, "count": count}[sys.argv[1]](*sys.argv[2:])
