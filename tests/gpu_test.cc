@@ -23,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -578,8 +579,13 @@ void expect_overlap_mode(BucketingOptions bucketing, std::size_t buckets) {
       const auto& log = run.logs[static_cast<std::size_t>(step)][r];
       const std::string where = fmt::format("step {} rank {}", step, r);
       expect_overlapped(log, buckets, where);
-      // The same products as bucketing none's, reordered: the same rows, so the same FLOPs.
+      // The same products as bucketing none's: the same rows, so the same FLOPs, and the same
+      // shapes (never split at a layer's end), so the same rate.
       EXPECT_EQ(gemm_rows(log), none_counters[r].rows) << where;
+      std::set<std::size_t> shapes;
+      for (const auto& e : log)
+        if (e.kind == HostStepBackend::Entry::gemm) shapes.insert(e.rows);
+      EXPECT_EQ(shapes.size(), 1u) << where << ": products of several shapes";
     }
   }
   for (const auto& c : run.counters) {

@@ -249,20 +249,27 @@ class GpuStepProgram final : public StepProgram {
     must(device.create_stream(&watch_stream_));
   }
 
-  // The `none` step's products (the same rows, so the same FLOPs) shared out in 8-row blocks by
-  // the step's timeline: a timeline whose compute is one nanosecond per block gives each phase
-  // (the forward, then each layer's backward) its floor share, and the shares add up exactly.
+  // The `none` step's products, in the same order and of the same shapes (so the same FLOPs at
+  // the same rate), shared out by the step's timeline: a timeline whose compute is one
+  // nanosecond per 8-row block gives each phase (the forward, then each layer's backward) its
+  // floor share, and the shares add up exactly. A phase ends with the product that holds its last
+  // row: splitting products at layer boundaries instead would make them small, and a small
+  // product leaves most of a large GPU idle (seen as a third of the TFLOP/s on an H100), which a
+  // real layer's kernels do not. A layer's gradients are therefore late by less than one product.
   void plan_gemms(int batch) {
     if (batch == planned_batch_) return;
     planned_batch_ = batch;
-    const GemmWork work = gemm_work(want_flops(batch), backend_->gemm_dim());
-    const std::size_t blocks = work.count * work.rows / 8;
+    work_ = gemm_work(want_flops(batch), backend_->gemm_dim());
+    const std::size_t blocks = work_.count * work_.rows / 8;
     auto tl = std::make_shared<StepTimeline>(step_timeline(
         *options_.model, options_.device, Duration(static_cast<std::int64_t>(blocks))));
-    phase_rows_.clear();
-    phase_rows_.push_back(8 * static_cast<std::size_t>(tl->forward_end.count()));
-    for (const LayerSpan& l : tl->backward)
-      phase_rows_.push_back(8 * static_cast<std::size_t>((l.end - l.begin).count()));
+    phase_end_rows_.clear();
+    std::size_t rows = 8 * static_cast<std::size_t>(tl->forward_end.count());
+    phase_end_rows_.push_back(rows);
+    for (const LayerSpan& l : tl->backward) {
+      rows += 8 * static_cast<std::size_t>((l.end - l.begin).count());
+      phase_end_rows_.push_back(rows);
+    }
     timeline_ = std::move(tl);
   }
 
@@ -319,9 +326,11 @@ class GpuStepProgram final : public StepProgram {
   Status queue_step(std::int64_t step, const std::shared_ptr<Overlap>& round, double& flops) {
     const float value = static_cast<float>(rank_ + 1 + step % 5);
     Device& device = backend_->device();
-    if (Status s = queue_gemms(phase_rows_[0], flops); !s.ok()) return s;
+    std::size_t queued_rows = 0;
+    if (Status s = queue_gemms_to(phase_end_rows_[0], queued_rows, flops); !s.ok()) return s;
     for (std::size_t j = 0; j < layer_tensors_.size(); ++j) {
-      if (Status s = queue_gemms(phase_rows_[1 + j], flops); !s.ok()) return s;
+      if (Status s = queue_gemms_to(phase_end_rows_[1 + j], queued_rows, flops); !s.ok())
+        return s;
       for (const std::size_t t : layer_tensors_[j]) {
         const Slot& at = slots_[t];
         if (Status s = backend_->fill(buckets_[at.bucket].data + at.offset,
@@ -336,18 +345,18 @@ class GpuStepProgram final : public StepProgram {
         if (auto r = weak.lock()) queued(r, p);
       });
     }
+    if (Status s = queue_gemms_to(work_.count * work_.rows, queued_rows, flops); !s.ok()) return s;
     return device.synchronize(*compute_stream_);
   }
 
-  // `rows` rows of products, as k-row products and one smaller.
-  Status queue_gemms(std::size_t rows, double& flops) {
+  // The step's products (work_.rows rows each) until `rows` rows or more are queued.
+  Status queue_gemms_to(std::size_t rows, std::size_t& queued_rows, double& flops) {
     const std::size_t k = backend_->gemm_dim();
     const double kk = static_cast<double>(k) * static_cast<double>(k);
-    while (rows > 0) {
-      const std::size_t m = std::min(rows, k);
-      if (Status s = backend_->gemm(m, *compute_stream_); !s.ok()) return s;
-      flops += 2.0 * kk * static_cast<double>(m);
-      rows -= m;
+    while (queued_rows < rows) {
+      if (Status s = backend_->gemm(work_.rows, *compute_stream_); !s.ok()) return s;
+      flops += 2.0 * kk * static_cast<double>(work_.rows);
+      queued_rows += work_.rows;
     }
     return Status{};
   }
@@ -497,7 +506,9 @@ class GpuStepProgram final : public StepProgram {
   std::unique_ptr<DeviceStream> watch_stream_;        // waits for the events, for notify()
   // ... the products' split for the batch ...
   int planned_batch_ = -1;
-  std::vector<std::size_t> phase_rows_;  // [0] the forward, [1 + j] layer j's backward
+  GemmWork work_;                           // the step's products (as the none program's)
+  std::vector<std::size_t> phase_end_rows_;  // rows done at the end of [0] the forward, [1 + j]
+                                             // layer j's backward
   std::shared_ptr<const StepTimeline> timeline_;
   // ... and the step.
   std::shared_ptr<Overlap> round_;
