@@ -1127,7 +1127,8 @@ TEST(GpuStepProgramOverlap, OnTheDeviceEveryModeSumsRight) {
       }
       for (int step = 0; step < 3; ++step) {
         const auto statuses = run_trainer_step(world, programs, step, 16);
-        for (const Status& s : statuses) ASSERT_TRUE(s.ok()) << where << ": " << s.to_string();
+        for (const Status& s : statuses)
+          ASSERT_TRUE(s.ok()) << where << ": " << s.to_string();
       }
       for (auto& p : programs) {
         std::map<std::string, double> v;

@@ -143,9 +143,10 @@ class GpuStepProgram final : public StepProgram {
     float* data;
     std::size_t count;
   };
-  // Where a tensor's gradient lives: its bucket and its offset in it (elements).
+  // Where a tensor's gradient lives: its bucket and its offset in it (elements); a run of
+  // elements there when `count` is set.
   struct Slot {
-    std::size_t bucket = 0, offset = 0;
+    std::size_t bucket = 0, offset = 0, count = 0;
   };
   // A point in the backward pass where buckets become complete: after layer `layer` (backward
   // order), buckets up to `buckets_end` (plan order) may go.
@@ -326,34 +327,62 @@ class GpuStepProgram final : public StepProgram {
   Status queue_step(std::int64_t step, const std::shared_ptr<Overlap>& round, double& flops) {
     const float value = static_cast<float>(rank_ + 1 + step % 5);
     Device& device = backend_->device();
+    std::vector<Slot> made;  // gradients made since the last fill (tensor count in Slot::count)
+    auto fill = [&]() -> Status {
+      Status s = fill_coalesced(made, value);
+      made.clear();
+      return s;
+    };
     std::size_t queued_rows = 0;
-    if (Status s = queue_gemms_to(phase_end_rows_[0], queued_rows, flops); !s.ok()) return s;
+    if (Status s = queue_gemms_to(phase_end_rows_[0], queued_rows, flops, fill); !s.ok()) return s;
     for (std::size_t j = 0; j < layer_tensors_.size(); ++j) {
-      if (Status s = queue_gemms_to(phase_end_rows_[1 + j], queued_rows, flops); !s.ok())
+      if (Status s = queue_gemms_to(phase_end_rows_[1 + j], queued_rows, flops, fill); !s.ok())
         return s;
-      for (const std::size_t t : layer_tensors_[j]) {
-        const Slot& at = slots_[t];
-        if (Status s = backend_->fill(buckets_[at.bucket].data + at.offset,
-                                      options_.model->tensors[t].count, value, *compute_stream_);
-            !s.ok())
-          return s;
-      }
+      for (const std::size_t t : layer_tensors_[j])
+        made.push_back({slots_[t].bucket, slots_[t].offset, options_.model->tensors[t].count});
       const std::size_t p = point_at_layer_[j];
       if (p == points_.size()) continue;
+      if (Status s = fill(); !s.ok()) return s;
       if (Status s = device.record(*events_[p], *compute_stream_); !s.ok()) return s;
       round->executor->post([this, weak = std::weak_ptr<Overlap>(round), p] {
         if (auto r = weak.lock()) queued(r, p);
       });
     }
-    if (Status s = queue_gemms_to(work_.count * work_.rows, queued_rows, flops); !s.ok()) return s;
+    if (Status s = fill(); !s.ok()) return s;
+    if (Status s = queue_gemms_to(work_.count * work_.rows, queued_rows, flops, fill); !s.ok())
+      return s;
     return device.synchronize(*compute_stream_);
   }
 
-  // The step's products (work_.rows rows each) until `rows` rows or more are queued.
-  Status queue_gemms_to(std::size_t rows, std::size_t& queued_rows, double& flops) {
+  // The gradients in `made`, one fill per run of adjacent tensors: a layer's tensors (and those
+  // of the layers that end within one product) lie side by side in their bucket, and a fill per
+  // tensor would cost a kernel launch per bias and norm parameter, which none's per-bucket fills
+  // do not.
+  Status fill_coalesced(std::vector<Slot>& made, float value) {
+    std::sort(made.begin(), made.end(), [](const Slot& a, const Slot& b) {
+      return std::pair(a.bucket, a.offset) < std::pair(b.bucket, b.offset);
+    });
+    for (std::size_t i = 0; i < made.size();) {
+      Slot run = made[i++];
+      while (i < made.size() && made[i].bucket == run.bucket &&
+             made[i].offset == run.offset + run.count)
+        run.count += made[i++].count;
+      if (Status s = backend_->fill(buckets_[run.bucket].data + run.offset, run.count, value,
+                                    *compute_stream_);
+          !s.ok())
+        return s;
+    }
+    return Status{};
+  }
+
+  // The step's products (work_.rows rows each) until `rows` rows or more are queued, the
+  // gradients made so far filled (`fill`) before each.
+  template <class Fill>
+  Status queue_gemms_to(std::size_t rows, std::size_t& queued_rows, double& flops, Fill& fill) {
     const std::size_t k = backend_->gemm_dim();
     const double kk = static_cast<double>(k) * static_cast<double>(k);
     while (queued_rows < rows) {
+      if (Status s = fill(); !s.ok()) return s;
       if (Status s = backend_->gemm(work_.rows, *compute_stream_); !s.ok()) return s;
       flops += 2.0 * kk * static_cast<double>(work_.rows);
       queued_rows += work_.rows;
@@ -506,7 +535,7 @@ class GpuStepProgram final : public StepProgram {
   std::unique_ptr<DeviceStream> watch_stream_;        // waits for the events, for notify()
   // ... the products' split for the batch ...
   int planned_batch_ = -1;
-  GemmWork work_;                           // the step's products (as the none program's)
+  GemmWork work_;                            // the step's products (as the none program's)
   std::vector<std::size_t> phase_end_rows_;  // rows done at the end of [0] the forward, [1 + j]
                                              // layer j's backward
   std::shared_ptr<const StepTimeline> timeline_;
