@@ -13,7 +13,7 @@
 #      (1 -> 2 -> 1 workers, every gradient verified);
 #   4d. overlap of the backward pass and the allreduces (kftrain -gpu --bucketing none, ddp and
 #      kungfu) for resnet50 and vgg16 on the NCCL and STAGED paths, each mode's gradients also
-#      verified, into overlap.csv;
+#      verified, and on the two pseudo-hosts of 3b (STAGED over TCP), into overlap.csv;
 #   5. sanitizers: compute-sanitizer memcheck over the kernel, device, path and overlap tests,
 #      and, when KF_GPU_ASAN_TEST names a gpu_test built with KF_SANITIZE=address,undefined,
 #      that binary (NCCL's own lasting allocations suppressed by tests/lsan_gpu.supp);
@@ -106,14 +106,14 @@ fi
 # Two workers of one "host" each on one GPU: two processes, two CUDA contexts, which the GPU
 # time-slices (about 0.5 ms per small operation, measured on an H100). MPS (one shared context)
 # removes that and leaves the runtime's own costs: it is used when present (KF_GPU_MPS=0: not).
-pseudo_hosts() {  # OUTFILE KFBENCH-ARGS...
-  local f=$1 H="127.0.0.1:1,127.0.0.2:1"
-  shift
+pseudo_hosts() {  # OUTFILE PROGRAM ARGS...
+  local f=$1 program=$2 H="127.0.0.1:1,127.0.0.2:1"
+  shift 2
   bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.2 -port-range "$PSEUDO_PORTS" -timeout 5m \
-    "$KFBENCH" "$@" >/dev/null 2>&1 &
+    "$program" "$@" >/dev/null 2>&1 &
   local other=$!
   bounded "$KFRUN" -q -np 2 -H "$H" -self 127.0.0.1 -port-range "$PSEUDO_PORTS" -timeout 5m \
-    "$KFBENCH" "$@" >"$f" 2>&1
+    "$program" "$@" >"$f" 2>&1
   wait "$other"
 }
 mps_started=
@@ -138,10 +138,10 @@ if want 3b; then
   log "3b. two pseudo-hosts (127.0.0.1, 127.0.0.2) of one worker each, both on GPU 0"
   start_mps
   # Unmeasured: the first clients of a fresh MPS server ran 3-10x slower for a while (seen once).
-  pseudo_hosts /dev/null allreduce --device cuda -b 8 -e 1M -f 4 -n 20 -w 5 -strategy STAGED
+  pseudo_hosts /dev/null "$KFBENCH" allreduce --device cuda -b 8 -e 1M -f 4 -n 20 -w 5 -strategy STAGED
   for s in NCCL_HIERARCHICAL STAGED STAGED:RING_RS_AG; do
     f="$OUT/kfbench_2hosts_1gpu_$(safe "$s").txt"
-    pseudo_hosts "$f" $BENCH_FLAGS -strategy "$s"
+    pseudo_hosts "$f" "$KFBENCH" $BENCH_FLAGS -strategy "$s"
     footer "$f" "2 pseudo-hosts x 1 worker, 1 GPU${mps_started:+ (MPS)}, $s"
   done
   stop_mps
@@ -168,7 +168,7 @@ if want 4a; then
   footer "$f" "host buffers, 2 ranks, RING_RS_AG"
   # The TCP path of 3b without the GPU: the same two pseudo-hosts on host memory.
   f="$OUT/kfbench_host_2hosts.txt"
-  pseudo_hosts "$f" allreduce -b 8 -e "$MAX" -f 4 -n 20 -w 5 -strategy RING_RS_AG
+  pseudo_hosts "$f" "$KFBENCH" allreduce -b 8 -e "$MAX" -f 4 -n 20 -w 5 -strategy RING_RS_AG
   footer "$f" "host buffers, 2 pseudo-hosts x 1 worker, RING_RS_AG"
 fi
 
@@ -215,27 +215,31 @@ fi
 
 if want 4d; then
   OVERLAP_STEPS=${KF_GPU_OVERLAP_STEPS:-20}
-  log "4d. overlap (kftrain -gpu --bucketing): resnet50 and vgg16, batch 64, $OVERLAP_STEPS steps," \
-    "1 worker per GPU; medians over steps 2-$((OVERLAP_STEPS - 1))"
+  log "4d. overlap (kftrain -gpu --bucketing): resnet50 and vgg16, batch 64, $OVERLAP_STEPS steps;" \
+    "medians over steps 2-$((OVERLAP_STEPS - 1))"
   np=$(( NGPU >= 1 ? NGPU : 1 ))
   csv="$OUT/overlap.csv"
-  echo "model,path,bucketing,fusion_bytes,steps,samples_per_s,gpu_compute_ms,gpu_comm_ms,gpu_exposed_comm_ms" >"$csv"
+  echo "model,workers,path,bucketing,fusion_bytes,steps,samples_per_s,gpu_compute_ms,gpu_comm_ms,gpu_exposed_comm_ms" >"$csv"
+  overlap_row() {  # LOGFILE MODEL WORKERS PATH BUCKETING FUSION
+    local steps rate row
+    steps=$(grep -oE 'step [0-9]+: .*' "$1" | awk '{ split($2, k, ":"); if (k[1] + 0 >= 2) print }')
+    value() { grep -oE "$1=[0-9.eE+-]+" <<<"$steps" | cut -d= -f2 | median; }
+    rate=$(grep -oE '[0-9.]+ samples/s' <<<"$steps" | cut -d' ' -f1 | median)
+    row="$2,$3,$4,$5,$6,$(grep -c . <<<"$steps"),${rate:-},$(value gpu_compute_ms),$(value gpu_comm_ms),$(value gpu_exposed_comm_ms)"
+    echo "$row" >>"$csv"
+    echo "overlap $row" | tee -a "$OUT/summary.txt"
+  }
   # none: compute, then every allreduce (per tensor, and in 25 MiB buckets); ddp: 25 MiB buckets
   # (the first 1 MiB) launched as the backward pass fills them; kungfu: each tensor when ready.
+  train=(-gpu-tf32 -batch 64 -steps "$OVERLAP_STEPS")
   for model in resnet50 vgg16; do
     for s in NCCL STAGED; do
       for mode in none:0 none:26214400 ddp:0 kungfu:0; do
         b=${mode%%:*} fusion=${mode#*:}
         f="$OUT/overlap_${model}_${np}gpu_$(safe "$s")_${b}_fusion${fusion}.txt"
         bounded "$KFRUN" -q -np "$np" -port-range "$LOCAL_PORTS" -timeout 10m "$KFTRAIN" -gpu \
-          -gpu-strategy "$s" -gpu-tf32 -model "$model" -batch 64 -steps "$OVERLAP_STEPS" -fusion "$fusion" \
-          --bucketing "$b" >"$f" 2>&1
-        steps=$(grep -oE 'step [0-9]+: .*' "$f" | awk '{ split($2, k, ":"); if (k[1] + 0 >= 2) print }')
-        value() { grep -oE "$1=[0-9.eE+-]+" <<<"$steps" | cut -d= -f2 | median; }
-        rate=$(grep -oE '[0-9.]+ samples/s' <<<"$steps" | cut -d' ' -f1 | median)
-        row="$model,$s,$b,$fusion,$(grep -c . <<<"$steps"),${rate:-},$(value gpu_compute_ms),$(value gpu_comm_ms),$(value gpu_exposed_comm_ms)"
-        echo "$row" >>"$csv"
-        echo "overlap $row" | tee -a "$OUT/summary.txt"
+          -gpu-strategy "$s" -model "$model" "${train[@]}" -fusion "$fusion" --bucketing "$b" >"$f" 2>&1
+        overlap_row "$f" "$model" "$np" "$s" "$b" "$fusion"
       done
       for b in ddp kungfu; do
         f="$OUT/overlap_${model}_${np}gpu_$(safe "$s")_${b}.verify.txt"
@@ -246,6 +250,19 @@ if want 4d; then
       done
     done
   done
+  # Two workers on the pseudo-hosts of 3b, sharing GPU 0 (under MPS when present), their STAGED
+  # allreduces over TCP: a step whose communication outlasts its compute.
+  start_mps
+  for model in resnet50 vgg16; do
+    for mode in none:26214400 ddp:0 kungfu:0; do
+      b=${mode%%:*} fusion=${mode#*:}
+      f="$OUT/overlap_${model}_2hosts_1gpu_STAGED_${b}_fusion${fusion}.txt"
+      pseudo_hosts "$f" "$KFTRAIN" -gpu -gpu-strategy STAGED -model "$model" "${train[@]}" \
+        -fusion "$fusion" --bucketing "$b"
+      overlap_row "$f" "$model" 2 STAGED "$b" "$fusion"
+    done
+  done
+  stop_mps
 fi
 
 if want 5; then
