@@ -306,7 +306,7 @@ if want 6; then
       -lkungfu_runtime -Wl,-rpath,'$ORIGIN' >"$OUT/python_build.txt" 2>&1
     echo "kungfu._core for this Python: exit $?" | tee -a "$OUT/summary.txt"
   fi
-  KFRUN="$KFRUN" KF_PYTHON=python3 KF_PYTHON_DIR="$PKG" PYTHONPATH="$PKG" bounded python3 -m pytest \
+  KFRUN="$KFRUN" KF_PYTHON=python3 KF_PYTHON_DIR="$PKG" PYTHONPATH="$PKG" bounded python3 -m pytest -rA \
     -v -p no:cacheprovider "$SRC/python/tests/test_gpu.py" >"$OUT/python_gpu.txt" 2>&1
   echo "python test_gpu.py: exit $?; $(tail -1 "$OUT/python_gpu.txt")" | tee -a "$OUT/summary.txt"
   grep -E 'PASSED|FAILED|SKIPPED' "$OUT/python_gpu.txt" | tee -a "$OUT/summary.txt"

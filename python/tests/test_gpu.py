@@ -24,6 +24,12 @@ def test_cuda_memory_without_a_device_is_a_clear_error():
     assert r.stdout.count("ok") == 2, r.stdout
 
 
+def torch_has_cuda() -> bool:
+    r = subprocess.run([PYTHON, "-c", "import torch; print(torch.cuda.is_available())"],
+                       env=worker_env(), capture_output=True, text=True, timeout=120)
+    return r.returncode == 0 and r.stdout.strip() == "True"
+
+
 def cuda_devices() -> int:
     r = subprocess.run([PYTHON, str(WORKERS / "gpu_allreduce.py"), "count"], env=worker_env(),
                        capture_output=True, text=True, timeout=60)
@@ -42,3 +48,5 @@ def test_cuda_memory_allreduce(np_, strategy):
     r = run_kfrun(np_, "gpu_allreduce.py", "device", strategy, timeout=300)
     check_ok(r)
     assert r.stdout.count("ok") == np_, r.stdout
+    if torch_has_cuda():  # then the torch CUDA tensors were allreduced too, not passed over
+        assert r.stdout.count("torch CUDA tensors: checked") == np_, r.stdout
