@@ -50,8 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk_text, "engine chunk size (default 1M)");
   app.add_option("--auto-ring-part", auto_ring_part_text,
                  "AUTO across hosts: a ring once buffer / ranks is this big (default 128K)");
-  app.add_option("--auto-doubling", auto_doubling_text,
-                 "AUTO: recursive doubling up to this many bytes (default 0: never)");
+  app.add_option(
+      "--auto-doubling", auto_doubling_text,
+      "AUTO: recursive doubling up to this many bytes (default: 4K with KUNGFU_BUSY_POLL=1, "
+      "else KUNGFU_AUTO_DOUBLING or 0: never)");
   int huge_pages = 1;
   app.add_option("--hugepages", huge_pages,
                  "buffers of 2 MiB or more on transparent huge pages (0/1)");
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
       options.engine.auto_ring_part_bytes = size_flag("-auto-ring-part", auto_ring_part_text);
     }
     if (!auto_doubling_text.empty()) {
-      options.engine.auto_doubling_bytes = size_flag("-auto-doubling", auto_doubling_text);
+      options.auto_doubling_bytes = size_flag("-auto-doubling", auto_doubling_text);
     }
     const std::size_t min_bytes = size_flag("-b", min_text);
     const std::size_t max_bytes = size_flag("-e", max_text);

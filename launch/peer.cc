@@ -9,7 +9,9 @@
 #include "launch/flags.h"
 #include "launch/startup_report.h"
 #include "real/epoll_loop.h"
+#include "runtime/chunking.h"
 #include "runtime/collectives.h"
+#include "runtime/units.h"
 #include "topology/forest.h"
 
 namespace kf {
@@ -103,6 +105,14 @@ Peer Peer::from_env(PeerOptions options) {
       throw std::invalid_argument(fmt::format("KUNGFU_BUSY_POLL={}: expected 0 or 1", it->second));
     options.busy_poll = it->second == "1";
   }
+  if (const auto it = env.find("KUNGFU_AUTO_DOUBLING");
+      it != env.end() && !options.auto_doubling_bytes) {
+    try {
+      options.auto_doubling_bytes = parse_size(it->second, UnitStyle::flag);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("KUNGFU_AUTO_DOUBLING={}: {}", it->second, e.what()));
+    }
+  }
   WorkerConfig config = worker_config_from(env);
   if (options.transport.secret.empty()) {
     if (const auto it = env.find("KUNGFU_SECRET"); it != env.end())
@@ -136,6 +146,8 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   if (p.config.strategy) p.options.engine.strategy = *p.config.strategy;
   p.configured = p.options.engine.strategy;
   p.loop.set_busy_poll(p.options.busy_poll);  // no other thread has posted yet
+  p.options.engine.auto_doubling_bytes = p.options.auto_doubling_bytes.value_or(
+      p.options.busy_poll ? kBusyPollAutoDoublingBytes : p.options.engine.auto_doubling_bytes);
   try {
     p.loop.call([&] {
       Transport* transport = nullptr;

@@ -42,6 +42,10 @@ struct PeerOptions {
   // a small collective costs no thread wake-up; it takes a core for the loop and one per waiting
   // caller, so use it with cores to spare (real/epoll_loop.h).
   bool busy_poll = false;
+  // AUTO's allreduces of at most this many bytes go by recursive doubling (the engine's
+  // auto_doubling_bytes). Unset: kBusyPollAutoDoublingBytes with busy_poll, else engine's own.
+  // from_env: KUNGFU_AUTO_DOUBLING (a size, e.g. 4K; 0: never) when not set here.
+  std::optional<std::size_t> auto_doubling_bytes;
   // Set: an elastic worker (from_env sets it under kfrun -w): the cluster can change at run time
   // through resize(), its connections made per cluster version by a RealMembership.
   std::optional<RealMembershipOptions> elastic;

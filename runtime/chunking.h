@@ -22,6 +22,11 @@ inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
 // the trees at 4 ranks (docs/performance.md has the measurement).
 inline constexpr std::size_t kDefaultAutoDoublingBytes = 0;
 
+// ... and this size for a peer that busy-polls (PeerOptions::busy_poll), unless told otherwise:
+// every rank then has a core to poll on, which recursive doubling's every-rank-sends steps need
+// (docs/performance.md has the measurement).
+inline constexpr std::size_t kBusyPollAutoDoublingBytes = std::size_t{4} << 10;
+
 struct Range {
   std::size_t first = 0;  // in elements
   std::size_t count = 0;

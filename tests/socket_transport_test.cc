@@ -307,6 +307,46 @@ TEST(Peer, BusyPollingRunsCollectivesOverUnixAndTcp) {
   EXPECT_EQ(wrong, 0);
 }
 
+// A busy-polling peer sends AUTO's small allreduces by recursive doubling unless told otherwise;
+// KUNGFU_AUTO_DOUBLING tells it, and a flag's value (PeerOptions) wins over the variable.
+TEST(Peer, BusyPollingTurnsOnRecursiveDoublingForSmallAllreduces) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  auto threshold = [&](PeerOptions options) {
+    std::atomic<std::size_t> seen[2];
+    auto run = [&](int rank) {
+      Peer peer(WorkerConfig{.cluster = cluster, .rank = rank}, options);
+      std::promise<std::size_t> got;
+      peer.post([&](Engine& e) { got.set_value(e.options().auto_doubling_bytes); });
+      seen[rank] = got.get_future().get();
+      std::vector<float> x(3, static_cast<float>(rank + 1));
+      EXPECT_TRUE(peer.allreduce(std::span<float>(x)).ok());
+      EXPECT_EQ(x[2], 3.0f);
+    };
+    std::thread t([&] { run(1); });
+    run(0);
+    t.join();
+    EXPECT_EQ(seen[0].load(), seen[1].load());
+    return seen[0].load();
+  };
+  EXPECT_EQ(threshold({}), kDefaultAutoDoublingBytes);
+  EXPECT_EQ(threshold({.busy_poll = true}), kBusyPollAutoDoublingBytes);
+  EXPECT_EQ(threshold({.busy_poll = true, .auto_doubling_bytes = 0}), 0u);
+  EXPECT_EQ(threshold({.auto_doubling_bytes = 256}), 256u);
+}
+
+TEST(Peer, AutoDoublingFromTheEnvironmentAndItsErrors) {
+  ::setenv("KUNGFU_AUTO_DOUBLING", "4 kilobytes", 1);
+  try {
+    Peer::from_env();
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("KUNGFU_AUTO_DOUBLING=4 kilobytes: "), std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("KUNGFU_AUTO_DOUBLING");
+}
+
 TEST(Peer, ABadBusyPollSettingIsAClearError) {
   ::setenv("KUNGFU_BUSY_POLL", "yes", 1);
   try {
