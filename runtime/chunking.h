@@ -22,7 +22,12 @@ inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
 // the trees at 4 ranks (docs/performance.md has the measurement).
 inline constexpr std::size_t kDefaultAutoDoublingBytes = 0;
 
-// ... and this size for a peer that busy-polls (PeerOptions::busy_poll), unless told otherwise:
+// Between exactly two ranks, AUTO's allreduces of at most this size go by recursive doubling
+// whatever kDefaultAutoDoublingBytes says (EngineOptions::auto_pair_doubling_bytes): it is then
+// one simultaneous exchange, where the trees send the same two messages one after the other.
+inline constexpr std::size_t kDefaultAutoPairDoublingBytes = std::size_t{64} << 10;
+
+// AUTO's recursive-doubling threshold for a peer that busy-polls (PeerOptions::busy_poll), unless told otherwise:
 // every rank then has a core to poll on, which recursive doubling's every-rank-sends steps need
 // (docs/performance.md has the measurement).
 inline constexpr std::size_t kBusyPollAutoDoublingBytes = std::size_t{4} << 10;

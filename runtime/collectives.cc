@@ -53,6 +53,17 @@ void start_with_timeout(Engine& engine, std::unique_ptr<Operation> op, Duration 
 
 }  // namespace
 
+AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool spans_hosts,
+                                 std::size_t bytes) {
+  const std::size_t doubling =
+      size == 2 ? std::max(options.auto_doubling_bytes, options.auto_pair_doubling_bytes)
+                : options.auto_doubling_bytes;
+  if (doubling > 0 && bytes <= doubling) return AutoChoice::doubling;
+  if (spans_hosts && bytes / static_cast<std::size_t>(size) >= options.auto_ring_part_bytes)
+    return AutoChoice::ring;
+  return AutoChoice::graphs;
+}
+
 void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
   auto problem = shape_problem(o.input, o.output);
   if (!problem) problem = op_problem(o.op, o.output.dtype());
@@ -62,18 +73,19 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
     engine.reject(std::move(done), bad_argument("allreduce", o.name, engine.rank(), *problem));
     return;
   }
-  // AUTO: by size. Every rank sees the same size and options, so every rank decides alike.
   bool doubling = false;
   if (strategy->algorithm() == Algorithm::by_size) {
-    const EngineOptions& eo = engine.options();
-    const std::size_t bytes = o.output.size_bytes();
-    const std::size_t part = bytes / static_cast<std::size_t>(engine.size());
-    if (eo.auto_doubling_bytes > 0 && bytes <= eo.auto_doubling_bytes) {
-      doubling = true;
-    } else if (engine.spans_hosts() && part >= eo.auto_ring_part_bytes) {
-      strategy = engine.over_ring(strategy);
-    } else {
-      strategy = engine.over_graphs(strategy);
+    switch (auto_allreduce_choice(engine.options(), engine.size(), engine.spans_hosts(),
+                                  o.output.size_bytes())) {
+      case AutoChoice::doubling:
+        doubling = true;
+        break;
+      case AutoChoice::ring:
+        strategy = engine.over_ring(strategy);
+        break;
+      case AutoChoice::graphs:
+        strategy = engine.over_graphs(strategy);
+        break;
     }
   }
   // A ring cuts the buffer into n parts; with fewer than n elements some parts are empty, and

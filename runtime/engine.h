@@ -40,6 +40,10 @@ struct EngineOptions {
   // partner pair swapping the whole buffer at once), on one host or across hosts; 0: never. Every
   // peer must use the same value.
   std::size_t auto_doubling_bytes = kDefaultAutoDoublingBytes;
+  // ... and between exactly two ranks, up to the larger of that and this: recursive doubling is
+  // then one simultaneous exchange of the two messages the trees send one after the other. 0:
+  // only auto_doubling_bytes counts. Every peer must use the same value.
+  std::size_t auto_pair_doubling_bytes = kDefaultAutoPairDoublingBytes;
   // A remote payload (read from a same-host peer on demand) that arrives before its operation
   // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its
   // buffer back.

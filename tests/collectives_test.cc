@@ -316,6 +316,44 @@ TEST(AutoStrategy, DoublingIsOffByDefault) {
   EXPECT_EQ(allreduce_messages(world, 1), 2u * 3);  // the star
 }
 
+TEST(AutoStrategy, TheChoiceBySizeRanksAndHosts) {
+  using enum AutoChoice;
+  const EngineOptions defaults;
+  const std::size_t pair = kDefaultAutoPairDoublingBytes, part = kDefaultAutoRingPartBytes;
+  // Two ranks: one simultaneous exchange up to the pair threshold, on one host or across.
+  for (bool hosts : {false, true}) {
+    EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, 8), doubling);
+    EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, pair), doubling);
+  }
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, false, pair + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, pair + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, 2 * part), ring);
+  // More ranks: doubling only where auto_doubling_bytes says; trees, then the ring across hosts.
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * part), graphs);
+  const EngineOptions busy{.auto_doubling_bytes = kBusyPollAutoDoublingBytes};
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes), doubling);
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(busy, 2, true, pair), doubling);  // the larger of the two
+  // Both thresholds at 0: never.
+  const EngineOptions never{.auto_doubling_bytes = 0, .auto_pair_doubling_bytes = 0};
+  EXPECT_EQ(auto_allreduce_choice(never, 2, false, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 1, false, 0), graphs);
+}
+
+TEST(AutoStrategy, TwoRanksExchangeOnceAndSumRight) {
+  for (bool hosts : {false, true}) {
+    const ClusterSpec two_hosts(1, {{"10.0.0.1", 9999}, {"10.0.0.2", 9999}},
+                                {{"10.0.0.1", 10000}, {"10.0.0.2", 10000}});
+    InprocWorld world(hosts ? two_hosts : ClusterSpec::local(2, 10000),
+                      {.strategy = StrategyName::automatic});
+    EXPECT_EQ(allreduce_messages(world, 3), 2u);  // one each way, at once
+    EXPECT_EQ(allreduce_messages(world, 100000), 2u * (hosts ? 2 : 1));
+  }
+}
+
 TEST(AutoStrategy, DoublingGivesEveryDTypeAndOpOnEveryRankCount) {
   for (int n : {1, 2, 3, 4, 5, 7, 8}) {
     InprocWorld world(two_per_host(n), {.strategy = StrategyName::automatic,

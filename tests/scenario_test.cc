@@ -86,6 +86,7 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(s.optimizer, "ssgd");
   EXPECT_EQ(s.chunk_bytes, 512u << 10);
   EXPECT_EQ(s.auto_ring_part_bytes, 256u << 10);
+  EXPECT_EQ(s.auto_pair_doubling_bytes, 16u << 10);
   EXPECT_EQ(s.timeout, seconds(90));
   ASSERT_EQ(s.policies.size(), 1u);
   EXPECT_EQ(s.policies[0].name, "adaptive_strategy");
@@ -171,6 +172,7 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(s.chunk_bytes, 1u << 20);
   EXPECT_EQ(s.auto_ring_part_bytes, 128u << 10);
   EXPECT_EQ(s.auto_doubling_bytes, 0u);
+  EXPECT_EQ(s.auto_pair_doubling_bytes, 64u << 10);
   EXPECT_EQ(s.timeout, seconds(60));
   EXPECT_TRUE(s.policies.empty());
   EXPECT_TRUE(s.events.empty());
@@ -250,6 +252,7 @@ TEST(ScenarioErrors, Units) {
   expect_parse_error(kBase + "chunk: 1M\n", 3, 8, "chunk: '1M' has no unit");
   expect_parse_error(kBase + "auto_ring_part: 64k\n", 3, 17, "auto_ring_part: '64k' has no unit");
   expect_parse_error(kBase + "auto_doubling: 4k\n", 3, 16, "auto_doubling: '4k' has no unit");
+  expect_parse_error(kBase + "auto_pair_doubling: -1KiB\n", 3, 21, "auto_pair_doubling: ");
   expect_parse_error(kBase + "workload: {fusion: 64}\n", 3, 20,
                      "workload.fusion: '64' has no unit");
   expect_parse_error("steps: 1\ntopology: {hosts: 2, link: {mtu: 100}}\n", 2, 34,
