@@ -27,9 +27,9 @@ inline constexpr std::size_t kDefaultAutoDoublingBytes = 0;
 // one simultaneous exchange, where the trees send the same two messages one after the other.
 inline constexpr std::size_t kDefaultAutoPairDoublingBytes = std::size_t{64} << 10;
 
-// AUTO's recursive-doubling threshold for a peer that busy-polls (PeerOptions::busy_poll), unless told otherwise:
-// every rank then has a core to poll on, which recursive doubling's every-rank-sends steps need
-// (docs/performance.md has the measurement).
+// AUTO's recursive-doubling threshold for a peer that busy-polls (PeerOptions::busy_poll), unless
+// told otherwise: every rank then has a core to poll on, which recursive doubling's steps, where
+// every rank sends, need (docs/performance.md has the measurement).
 inline constexpr std::size_t kBusyPollAutoDoublingBytes = std::size_t{4} << 10;
 
 struct Range {
