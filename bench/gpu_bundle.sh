@@ -2,9 +2,9 @@
 # Packs what bench/gpu_report.sh runs (kfrun, kfbench, kftrain, gpu_reduce_bench, gpu_test, and
 # the Python package's runtime with fmt's headers, from which section 6 builds the extension
 # module for the GPU machine's Python) with the non-CUDA shared libraries they need (fmt,
-# protobuf, OpenSSL, cpp-httplib, ...) into one
-# folder that can be carried to a GPU machine lacking this project's build dependencies (its own
-# CUDA runtime, cuBLAS and NCCL are used there: they are too big to carry). On the GPU machine:
+# protobuf, OpenSSL, cpp-httplib, ...) into one folder that can be carried to a GPU machine
+# lacking this project's build dependencies (its own CUDA runtime, cuBLAS and NCCL are used
+# there: they are too big to carry). On the GPU machine:
 #   source BUNDLE/env.sh && bench/gpu_report.sh BUNDLE out/gpu_report
 # Usage: bench/gpu_bundle.sh [BUILD_DIR] [BUNDLE_DIR]   (defaults: build/release, build/gpu_bundle)
 set -euo pipefail

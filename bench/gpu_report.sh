@@ -23,8 +23,9 @@
 #   defaults: build/release, out/gpu_report, 256M
 # Environment: KF_GPU_SECTIONS (e.g. "1 2 3a") runs only those sections (default: all);
 # KF_GPU_MEMCHECK_TESTS is section 5's gtest filter (default: the kernel, device, path and
-# overlap tests); KF_GPU_STEP_TIMEOUT bounds each command in seconds (default 300), so a hang on a leased
-# machine costs one step, not the lease; KF_GPU_PORT_BASE moves the workers' ports (default 12000).
+# overlap tests); KF_GPU_OVERLAP_STEPS is section 4d's steps per run (default 20);
+# KF_GPU_STEP_TIMEOUT bounds each command in seconds (default 300), so a hang on a leased machine
+# costs one step, not the lease; KF_GPU_PORT_BASE moves the workers' ports (default 12000).
 # Without a GPU, sections 1 (the GPU tests skip) and 4a (host memory) still run: that is how
 # tests/gpu_report_test.sh keeps this script working on machines without one.
 # BUILD_DIR may be a bundle from bench/gpu_bundle.sh (for a GPU machine without this project's

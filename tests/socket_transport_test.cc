@@ -335,29 +335,26 @@ TEST(Peer, BusyPollingTurnsOnRecursiveDoublingForSmallAllreduces) {
   EXPECT_EQ(threshold({.auto_doubling_bytes = 256}), 256u);
 }
 
-TEST(Peer, AutoDoublingFromTheEnvironmentAndItsErrors) {
-  ::setenv("KUNGFU_AUTO_DOUBLING", "4 kilobytes", 1);
+// Peer::from_env with `name`=`value` fails naming both and `why`.
+void expect_env_error(const char* name, const char* value, const std::string& why) {
+  ::setenv(name, value, 1);
   try {
     Peer::from_env();
-    FAIL() << "no error";
+    ADD_FAILURE() << name << "=" << value << ": no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("KUNGFU_AUTO_DOUBLING=4 kilobytes: "), std::string::npos)
-        << e.what();
-  }
-  ::unsetenv("KUNGFU_AUTO_DOUBLING");
-}
-
-TEST(Peer, ABadBusyPollSettingIsAClearError) {
-  ::setenv("KUNGFU_BUSY_POLL", "yes", 1);
-  try {
-    Peer::from_env();
-    FAIL() << "no error";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("KUNGFU_BUSY_POLL=yes: expected 0 or 1"),
+    EXPECT_NE(std::string(e.what()).find(fmt::format("{}={}: {}", name, value, why)),
               std::string::npos)
         << e.what();
   }
-  ::unsetenv("KUNGFU_BUSY_POLL");
+  ::unsetenv(name);
+}
+
+TEST(Peer, ABadAutoDoublingSettingIsAClearError) {
+  expect_env_error("KUNGFU_AUTO_DOUBLING", "4 kilobytes", "");
+}
+
+TEST(Peer, ABadBusyPollSettingIsAClearError) {
+  expect_env_error("KUNGFU_BUSY_POLL", "yes", "expected 0 or 1");
 }
 
 TEST(Peer, SavedBlobsAreFetchedByVersionAndAMissingOneIsNotFound) {

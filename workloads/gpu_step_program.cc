@@ -255,8 +255,8 @@ class GpuStepProgram final : public StepProgram {
   // nanosecond per 8-row block gives each phase (the forward, then each layer's backward) its
   // floor share, and the shares add up exactly. A phase ends with the product that holds its last
   // row: splitting products at layer boundaries instead would make them small, and a small
-  // product leaves most of a large GPU idle (seen as a third of the TFLOP/s on an H100), which a
-  // real layer's kernels do not. A layer's gradients are therefore late by less than one product.
+  // product leaves most of a large GPU idle, which a real layer's kernels do not (docs/gpus.md
+  // has the measurement). A layer's gradients are therefore late by less than one product.
   void plan_gemms(int batch) {
     if (batch == planned_batch_) return;
     planned_batch_ = batch;
@@ -327,7 +327,7 @@ class GpuStepProgram final : public StepProgram {
   Status queue_step(std::int64_t step, const std::shared_ptr<Overlap>& round, double& flops) {
     const float value = static_cast<float>(rank_ + 1 + step % 5);
     Device& device = backend_->device();
-    std::vector<Slot> made;  // gradients made since the last fill (tensor count in Slot::count)
+    std::vector<Slot> made;  // gradients made since the last fill (Slot::count: their elements)
     auto fill = [&]() -> Status {
       Status s = fill_coalesced(made, value);
       made.clear();
