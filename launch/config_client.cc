@@ -113,7 +113,11 @@ httplib::Response call(const std::string& scheme_host, const std::string& url,
     const char* hint = "";
     if (result.error() == httplib::Error::SSLConnection) {
       hint = ": the TLS handshake failed (does it serve https on that port?)";
-    } else if (result.error() == httplib::Error::Read && !https) {
+    } else if (!https && (result.error() == httplib::Error::Read ||
+                          result.error() == httplib::Error::Write)) {
+      // A TLS server reads the plain request as a bad handshake and closes the connection: the
+      // client sees that while it reads the answer, or, with a body still going out, while it
+      // writes.
       hint = ": no HTTP answer (a server that serves https needs an https:// URL)";
     }
     throw ConfigServerUnreachable(fmt::format("config server {} {}: {}{} (timeout {} ms)", method,
