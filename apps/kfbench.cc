@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object instead of the table");
   app.add_option("--chunk", chunk_text, "engine chunk size (default 1M)");
   app.add_option("--auto-ring-part", auto_ring_part_text,
-                 "AUTO across hosts: a ring once buffer / ranks is this big (default 128K)");
+                 "AUTO: a ring once buffer / ranks is this big (default 128K)");
   app.add_option(
       "--auto-doubling", auto_doubling_text,
       "AUTO: recursive doubling up to this many bytes (default: 4K with KUNGFU_BUSY_POLL=1, "

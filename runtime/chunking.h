@@ -12,9 +12,9 @@ namespace kf {
 // are small beside its bytes, small enough that pieces pipeline through trees and rings.
 inline constexpr std::size_t kDefaultChunkBytes = std::size_t{1} << 20;
 
-// AUTO's allreduces across hosts go round a ring rather than over trees once each of the ring's n
-// parts (the buffer / n) is at least this big (EngineOptions::auto_ring_part_bytes;
-// docs/performance.md has the measurement behind it).
+// AUTO's allreduces go round a ring rather than over trees once each of the ring's n parts (the
+// buffer / n) is at least this big (EngineOptions::auto_ring_part_bytes; docs/performance.md has
+// the measurements behind it, across hosts and on one).
 inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
 
 // AUTO's allreduces of at most this size go by recursive doubling (EngineOptions::

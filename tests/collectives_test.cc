@@ -292,14 +292,15 @@ TEST(AutoStrategy, AcrossHostsTinyGoByDoublingSmallOverTreesLargeRoundARing) {
   EXPECT_EQ(allreduce_messages(world, 100 * n), 2u * n * (n - 1));
 }
 
-TEST(AutoStrategy, OnOneHostTinyGoByDoublingTheRestOverTheStar) {
+TEST(AutoStrategy, OnOneHostTinyGoByDoublingSmallOverTheStarLargeRoundTheRing) {
   const int n = 4;
   InprocWorld world(n, {.strategy = StrategyName::automatic,
-                        .auto_ring_part_bytes = 1,
+                        .auto_ring_part_bytes = 4096,
                         .auto_doubling_bytes = sizeof(double)});
   EXPECT_EQ(allreduce_messages(world, 1), 2u * n);  // log2(4) = 2 per rank
   EXPECT_EQ(allreduce_messages(world, 2), 2u * (n - 1));
-  EXPECT_EQ(allreduce_messages(world, 1000), 2u * (n - 1));
+  EXPECT_EQ(allreduce_messages(world, 2047), 2u * (n - 1));      // 4,094 bytes per worker
+  EXPECT_EQ(allreduce_messages(world, 2048), 2u * (n - 1) * n);  // 4 KiB each: 2(n - 1) per rank
 }
 
 TEST(AutoStrategy, DoublingOverRanksThatAreNotAPowerOfTwo) {
@@ -316,31 +317,28 @@ TEST(AutoStrategy, DoublingIsOffByDefault) {
   EXPECT_EQ(allreduce_messages(world, 1), 2u * 3);  // the star
 }
 
-TEST(AutoStrategy, TheChoiceBySizeRanksAndHosts) {
+TEST(AutoStrategy, TheChoiceBySizeAndRanks) {
   using enum AutoChoice;
   const EngineOptions defaults;
   const std::size_t pair = kDefaultAutoPairDoublingBytes, part = kDefaultAutoRingPartBytes;
-  // Two ranks: one simultaneous exchange up to the pair threshold, on one host or across.
-  for (bool hosts : {false, true}) {
-    EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, 8), doubling);
-    EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, pair), doubling);
-  }
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, false, pair + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, pair + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, 2 * part), ring);
-  // More ranks: doubling only where auto_doubling_bytes says; trees, then the ring across hosts.
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 8), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part), ring);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * part), graphs);
+  // Two ranks: one simultaneous exchange up to the pair threshold, trees above, then the ring.
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 8), doubling);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, pair), doubling);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, pair + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2 * part), ring);
+  // More ranks: doubling only where auto_doubling_bytes says; trees, then the ring.
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 4 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 4 * part), ring);
   const EngineOptions busy{.auto_doubling_bytes = kBusyPollAutoDoublingBytes};
-  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes), doubling);
-  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(busy, 2, true, pair), doubling);  // the larger of the two
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, kBusyPollAutoDoublingBytes), doubling);
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, kBusyPollAutoDoublingBytes + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(busy, 2, pair), doubling);  // the larger of the two
   // Both thresholds at 0: never.
   const EngineOptions never{.auto_doubling_bytes = 0, .auto_pair_doubling_bytes = 0};
-  EXPECT_EQ(auto_allreduce_choice(never, 2, false, 8), graphs);
-  EXPECT_EQ(auto_allreduce_choice(never, 1, false, 0), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 2, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 1, 0), graphs);
 }
 
 // Recursive doubling and the trees both send 2 messages between two ranks (the choice test above
@@ -352,8 +350,9 @@ TEST(AutoStrategy, TwoRanksSumRightOnOneHostAndAcrossTwo) {
     InprocWorld world(hosts ? two_hosts : ClusterSpec::local(2, 10000),
                       {.strategy = StrategyName::automatic});
     EXPECT_EQ(allreduce_messages(world, 3), 2u);
-    // 800 KB: across hosts the ring (2 x 2 parts), on one host the star (one up, one down).
-    EXPECT_EQ(allreduce_messages(world, 100000), 2u * (hosts ? 2 : 1));
+    // 160 KB: the star (one up, one down); 800 KB: the ring (2 x 2 parts), on one host or two.
+    EXPECT_EQ(allreduce_messages(world, 20000), 2u);
+    EXPECT_EQ(allreduce_messages(world, 100000), 4u);
   }
 }
 
