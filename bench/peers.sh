@@ -3,16 +3,18 @@
 # kfbench beside its peers: the same float-sum allreduce by kfbench (under kfrun), Gloo
 # (gloo::allreduce over its TCP transport; bench/peers/gloo_allreduce.cc) and Open MPI
 # (MPI_Allreduce; bench/peers/mpi_allreduce.cc), from 8 B to 256 MiB, at 2 and 4 ranks, on this
-# host and then in 4 network namespaces on a bridge with 10 Gbit/s tbf links (a host each).
-#   bench/peers.sh [BUILD_DIR] [--quick] [--out DIR] [--no-netns] [--sizes LIST] [--ranks LIST]
-#                  [--iters N] [--warmup N] [--systems LIST] [--kf-strategy S] [--note TEXT]
-#                                                                         (./kf bench peers)
+# host (over TCP, then each system through its own one-host path) and then in 4 network
+# namespaces on a bridge with 10 Gbit/s tbf links (a host each).
+#   bench/peers.sh [BUILD_DIR] [--quick] [--out DIR] [--worlds LIST] [--no-netns] [--sizes LIST]
+#                  [--ranks LIST] [--iters N] [--warmup N] [--systems LIST] [--kf-strategy S]
+#                  [--note TEXT]                                          (./kf bench peers)
 # --quick: 8 B, 4 KiB, 256 KiB, 4 MiB and 64 MiB with fewer iterations (for testing).
 # --sizes LIST: these sizes instead (8,4K,1M: multiples of 4 bytes), each a block of its own.
 # --ranks LIST: rank counts (default 2,4). --iters / --warmup: the same counts for every size.
 # --systems LIST: a subset of kfbench,gloo,mpi. --kf-strategy: kfbench's -strategy (default: the
-# engine's own choice). --no-netns: this host only. --note: a line for the README (e.g. what else
-# the machine was doing).
+# engine's own choice). --worlds LIST: a subset of host,local,netns (default: all three, in that
+# order). --no-netns: leave netns out. --note: a line for the README (e.g. what else the machine
+# was doing).
 # Writes DIR/peers.csv (system,ranks,where,bytes,iterations,p50_us,mean_us,algbw_GBps,
 # busbw_GBps,note), DIR/README.md (the table) and DIR/peers.png (busbw and p50 against size),
 # DIR/meta.txt and DIR/logs/ (the output of any run that failed); DIR defaults to
@@ -26,9 +28,12 @@
 # in turn, the order rotated from block to block, so that a drifting machine weighs on all of
 # them alike. A system that is not built or fails gets rows that say so, never a number.
 #
-# Transports: all three over TCP. "host": one pseudo-host per rank on loopback (127.0.0.1,
-# 127.0.0.2, ...: kfbench would use Unix sockets between workers of one host, Open MPI its
-# shared memory, Gloo has neither), Open MPI with --mca btl tcp,self (KF_PEERS_MPI_BTL to change).
+# Transports. "host": all three over TCP, one pseudo-host per rank on loopback (127.0.0.1,
+# 127.0.0.2, ...), Open MPI with --mca btl tcp,self (KF_PEERS_MPI_BTL to change). "local": every
+# rank on one host, each system as a job on one machine runs: kfbench's workers over Unix sockets,
+# lending payloads of 64 KiB and more (a peer reads them from the sender's memory); Open MPI
+# through its shared memory, --mca btl vader,self (KF_PEERS_MPI_LOCAL_BTL to change); Gloo over
+# loopback TCP, which is all it has.
 # "netns" (root only; skipped with a note otherwise): tests/netns_lib.sh's namespaces on a bridge,
 # each link shaped to 10 Gbit/s with tbf both ways, MTU 9000 (KF_PEERS_MTU); mpirun runs in the
 # first namespace and starts its daemons in the others through bench/peers/netns_agent.sh (as
@@ -56,13 +61,14 @@ ranks_arg="2,4"
 iters_arg=""
 warmup_arg=""
 systems_arg="kfbench,gloo,mpi"
+worlds_arg="host,local,netns"
 kf_strategy=""
 note=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
     --no-netns) netns=0 ;;
-    --out | --sizes | --ranks | --iters | --warmup | --systems | --kf-strategy | --note)
+    --out | --sizes | --ranks | --iters | --warmup | --systems | --kf-strategy | --note | --worlds)
       [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value"
       case "$1" in
         --out) out="$2" ;;
@@ -73,6 +79,7 @@ while [[ $# -gt 0 ]]; do
         --systems) systems_arg="$2" ;;
         --kf-strategy) kf_strategy="$2" ;;
         --note) note="${2//$'\n'/ }" ;;
+        --worlds) worlds_arg="$2" ;;
       esac
       shift
       ;;
@@ -99,6 +106,10 @@ IFS=, read -r -a ranks <<<"$ranks_arg"
 for n in "${ranks[@]}"; do [[ "$n" =~ ^[1-9][0-9]*$ && $n -ge 2 ]] || die "--ranks: '$n' is not a rank count of 2 or more"; done
 IFS=, read -r -a systems <<<"$systems_arg"
 for s in "${systems[@]}"; do [[ "$s" =~ ^(kfbench|gloo|mpi)$ ]] || die "--systems: unknown system '$s'"; done
+IFS=, read -r -a worlds <<<"$worlds_arg"
+for w in "${worlds[@]}"; do [[ "$w" =~ ^(host|local|netns)$ ]] || die "--worlds: unknown world '$w' (host, local, netns)"; done
+has_world() { [[ ",$worlds_arg," == *",$1,"* ]]; }
+has_world netns || netns=0
 
 # The blocks: sizes (comma-separated, a x2 progression), iterations and warm-up of each.
 B_SIZES=()
@@ -170,6 +181,7 @@ echo "system,ranks,where,bytes,iterations,p50_us,mean_us,algbw_GBps,busbw_GBps,n
 PORT="${KF_PEERS_PORT:-25000}"
 RUN_TIMEOUT="${KF_PEERS_RUN_TIMEOUT:-600}"
 MPI_BTL="${KF_PEERS_MPI_BTL:-tcp,self}"
+MPI_LOCAL_BTL="${KF_PEERS_MPI_LOCAL_BTL:-vader,self}"
 CORES="$(nproc)"
 # tests/netns_lib.sh's settings: TAG, N, SUBNET, MTU, WORK.
 TAG="kfq$$"
@@ -201,7 +213,11 @@ export KUNGFU_SECRET="peers-bench-$$"  # several kfruns a job: they need one sec
 
 # Rank i's address and the command prefix that puts a process on its host.
 addr_of() {  # WHERE I
-  if [[ $1 == netns ]]; then echo "$SUBNET.$(($2 + 1))"; else echo "127.0.0.$(($2 + 1))"; fi
+  case $1 in
+    netns) echo "$SUBNET.$(($2 + 1))" ;;
+    local) echo 127.0.0.1 ;;
+    *) echo "127.0.0.$(($2 + 1))" ;;
+  esac
 }
 on() {  # WHERE I COMMAND...
   local where=$1 i=$2
@@ -215,20 +231,22 @@ on() {  # WHERE I COMMAND...
 
 # Each run_* prints its CSV rows on stdout and its diagnostics on stderr.
 run_kfbench() {  # N WHERE SIZES ITERS WARMUP
-  local n=$1 where=$2 sizes=$3 iters=$4 warm=$5 hosts="" i pids=() rc=0
+  local n=$1 where=$2 sizes=$3 iters=$4 warm=$5 hosts="" i pids=() rc=0 runners=$1
   for ((i = 0; i < n; i++)); do hosts="${hosts:+$hosts,}$(addr_of "$where" "$i"):1"; done
+  # local: one runner starts all n workers of its one host.
+  [[ $where != local ]] || { hosts="127.0.0.1:$n" runners=1; }
   local args=(allreduce -b "${sizes%%,*}" -e "${sizes##*,}" -f 2 -n "$iters" -w "$warm" -c 1 -json)
   [[ -z "$kf_strategy" ]] || args+=(-strategy "$kf_strategy")
   # shellcheck disable=SC2206 # KF_PEERS_KFBENCH_ARGS is a list of words
   args+=(${KF_PEERS_KFBENCH_ARGS:-})
-  for ((i = 0; i < n; i++)); do
+  for ((i = 0; i < runners; i++)); do
     on "$where" "$i" timeout -k 5 "$RUN_TIMEOUT" "$KFRUN" -q -v=false -np "$n" -H "$hosts" \
       -self "$(addr_of "$where" "$i")" -port-range "$PORT-$((PORT + 9))" \
       -runner-port $((PORT + 10)) "$KFBENCH" "${args[@]}" >"$WORK/kf$i" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-  for ((i = 1; i < n; i++)); do sed "s/^/[rank host $i] /" "$WORK/kf$i" >&2; done
+  for ((i = 1; i < runners; i++)); do sed "s/^/[rank host $i] /" "$WORK/kf$i" >&2; done
   grep -v '^{' "$WORK/kf0" >&2 || true
   ((rc == 0)) || return "$rc"
   grep '^{' "$WORK/kf0" | tail -1 >"$WORK/kf.json"
@@ -252,8 +270,9 @@ run_gloo() {  # N WHERE SIZES ITERS WARMUP
 }
 
 run_mpi() {  # N WHERE SIZES ITERS WARMUP
-  local n=$1 where=$2 sizes=$3 iters=$4 warm=$5 i
-  local args=(-np "$n" --bind-to none --mca pml ob1 --mca btl "$MPI_BTL"
+  local n=$1 where=$2 sizes=$3 iters=$4 warm=$5 i btl=$MPI_BTL
+  [[ $where != local ]] || btl=$MPI_LOCAL_BTL
+  local args=(-np "$n" --bind-to none --mca pml ob1 --mca btl "$btl"
     --mca btl_base_warn_component_unused 0)
   ((n <= CORES)) || args+=(--mca mpi_yield_when_idle 1)
   if [[ $where == netns ]]; then
@@ -261,6 +280,8 @@ run_mpi() {  # N WHERE SIZES ITERS WARMUP
     for ((i = 0; i < n; i++)); do echo "$(addr_of netns "$i") slots=1" >>"$WORK/hostfile"; done
     args+=(--hostfile "$WORK/hostfile" --mca plm_rsh_agent "$here/bench/peers/netns_agent.sh"
       --mca plm_rsh_no_tree_spawn 1 --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0)
+  elif [[ $where == local ]]; then
+    args+=(--oversubscribe --mca oob_tcp_if_include lo)
   else
     args+=(--oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
   fi
@@ -328,12 +349,14 @@ run_world() {  # WHERE
   echo "gloo=$(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || true)"
   echo "kf_strategy=${kf_strategy:-engine default}"
   echo "mpi_btl=$MPI_BTL"
+  has_world local && echo "mpi_local_btl=$MPI_LOCAL_BTL"
   echo "note=$note"
 } >"$out/meta.txt"
 
-run_world host
+has_world host && run_world host
+has_world local && run_world local
 
-netns_note="skipped: --no-netns"
+netns_note="skipped: --no-netns or --worlds"
 if ((netns)); then
   # netns_lib's setup exits 77 with a reason where namespaces cannot be made: in a subshell.
   netns_made=1

@@ -16,7 +16,7 @@ import os
 import sys
 
 SYSTEMS = ["kfbench", "gloo", "mpi"]
-WHERE = ["host", "netns"]
+WHERE = ["host", "local", "netns"]
 LINE_GBPS = {"netns": 1.25}  # 10 Gbit/s tbf links, in GB/s (1e9)
 
 
@@ -92,7 +92,8 @@ def write_readme(dirname, rows, meta):
                      ("kernel", "kernel"), ("load_start", "load average at the start"),
                      ("load_end", "load average at the end"), ("open_mpi", "Open MPI"),
                      ("gloo", "Gloo (libgloo-dev)"), ("kf_strategy", "kfbench strategy"),
-                     ("mpi_btl", "Open MPI BTLs"), ("netns", "network namespaces")):
+                     ("mpi_btl", "Open MPI BTLs"),
+                     ("mpi_local_btl", "Open MPI BTLs, local"), ("netns", "network namespaces")):
         if meta.get(k):
             out.append(f"- {label}: {meta[k]}")
     out += ["",
@@ -100,9 +101,12 @@ def write_readme(dirname, rows, meta):
             "iteration timed on every rank in a barrier-free loop after the warm-up, the slowest "
             "rank's time taken per iteration; p50 = median and mean over the iterations; "
             "algbw = bytes / mean; busbw = algbw x 2(n-1)/n (nccl-tests' allreduce factor), "
-            "GB = 1e9. Systems alternated block by block within the run. All over TCP: `host` is "
-            "one pseudo-host per rank on loopback, `netns` one network namespace per rank on a "
-            "bridge with 10 Gbit/s (1.25 GB/s) tbf links.", ""]
+            "GB = 1e9. Systems alternated block by block within the run. `host`: all over TCP, "
+            "one pseudo-host per rank on loopback. `local`: every rank on one host, each system "
+            "through its own one-host path (kfbench: Unix sockets, payloads of 64 KiB and more "
+            "lent and read from the sender's memory; Open MPI: its shared memory; Gloo: loopback "
+            "TCP, all it has). `netns`: over TCP, one network namespace per rank on a bridge with "
+            "10 Gbit/s (1.25 GB/s) tbf links.", ""]
     for key in keys:
         where, n = key
         out.append(f"## {n} ranks, {where}")
