@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
   std::string strategy;
   double factor = 2;
   int iters = 20, warmup = 5, check = 1, root = 0;
-  std::string chunk_text, auto_ring_part_text, auto_doubling_text, auto_pair_doubling_text,
-      timeout_text = "120s";
+  std::string chunk_text, auto_ring_part_text, auto_local_ring_part_text, auto_doubling_text,
+      auto_pair_doubling_text, timeout_text = "120s";
   bool json = false;
   app.add_option("collective", what, "allreduce | broadcast | allgather | reduce | tcp | soak")
       ->required()
@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object instead of the table");
   app.add_option("--chunk", chunk_text, "engine chunk size (default 1M)");
   app.add_option("--auto-ring-part", auto_ring_part_text,
-                 "AUTO: a ring once buffer / ranks is this big (default 128K)");
+                 "AUTO across hosts: a ring once buffer / ranks is this big (default 128K)");
+  app.add_option("--auto-local-ring-part", auto_local_ring_part_text,
+                 "AUTO on one host: a ring once buffer / ranks is this big (default 32K)");
   app.add_option(
       "--auto-doubling", auto_doubling_text,
       "AUTO: recursive doubling up to this many bytes (default: 4K with KUNGFU_BUSY_POLL=1, "
@@ -91,6 +93,10 @@ int main(int argc, char** argv) {
     if (!chunk_text.empty()) options.engine.chunk_bytes = size_flag("-chunk", chunk_text);
     if (!auto_ring_part_text.empty()) {
       options.engine.auto_ring_part_bytes = size_flag("-auto-ring-part", auto_ring_part_text);
+    }
+    if (!auto_local_ring_part_text.empty()) {
+      options.engine.auto_local_ring_part_bytes =
+          size_flag("-auto-local-ring-part", auto_local_ring_part_text);
     }
     if (!auto_doubling_text.empty()) {
       options.auto_doubling_bytes = size_flag("-auto-doubling", auto_doubling_text);

@@ -12,10 +12,16 @@ namespace kf {
 // are small beside its bytes, small enough that pieces pipeline through trees and rings.
 inline constexpr std::size_t kDefaultChunkBytes = std::size_t{1} << 20;
 
-// AUTO's allreduces go round a ring rather than over trees once each of the ring's n parts (the
-// buffer / n) is at least this big (EngineOptions::auto_ring_part_bytes; docs/performance.md has
-// the measurements behind it, across hosts and on one).
+// AUTO's allreduces across hosts go round a ring rather than over trees once each of the ring's n
+// parts (the buffer / n) is at least this big (EngineOptions::auto_ring_part_bytes;
+// docs/performance.md has the measurement behind it).
 inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
+
+// ... and on one host once each part is at least this big (EngineOptions::
+// auto_local_ring_part_bytes). Lower: a step between processes of one host costs less than one
+// across a link, and STAR's root, which reads and folds every other worker's buffer alone, falls
+// further behind the more workers there are (docs/performance.md has the measurements).
+inline constexpr std::size_t kDefaultAutoLocalRingPartBytes = std::size_t{32} << 10;
 
 // AUTO's allreduces of at most this size go by recursive doubling (EngineOptions::
 // auto_doubling_bytes). Off (0) by default: on the 2-core development machine it was slower than

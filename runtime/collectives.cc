@@ -53,13 +53,15 @@ void start_with_timeout(Engine& engine, std::unique_ptr<Operation> op, Duration 
 
 }  // namespace
 
-AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, std::size_t bytes) {
+AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool spans_hosts,
+                                 std::size_t bytes) {
   const std::size_t doubling =
       size == 2 ? std::max(options.auto_doubling_bytes, options.auto_pair_doubling_bytes)
                 : options.auto_doubling_bytes;
   if (doubling > 0 && bytes <= doubling) return AutoChoice::doubling;
-  if (bytes / static_cast<std::size_t>(size) >= options.auto_ring_part_bytes)
-    return AutoChoice::ring;
+  const std::size_t part =
+      spans_hosts ? options.auto_ring_part_bytes : options.auto_local_ring_part_bytes;
+  if (bytes / static_cast<std::size_t>(size) >= part) return AutoChoice::ring;
   return AutoChoice::graphs;
 }
 
@@ -74,7 +76,8 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
   }
   bool doubling = false;
   if (strategy->algorithm() == Algorithm::by_size) {
-    switch (auto_allreduce_choice(engine.options(), engine.size(), o.output.size_bytes())) {
+    switch (auto_allreduce_choice(engine.options(), engine.size(), engine.spans_hosts(),
+                                  o.output.size_bytes())) {
       case AutoChoice::doubling:
         doubling = true;
         break;

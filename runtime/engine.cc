@@ -17,6 +17,7 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
     : transport_(transport),
       version_(cluster.version()),
       size_(cluster.size()),
+      spans_hosts_(std::ranges::any_of(cluster.host_of(), [](int h) { return h != 0; })),
       rank_(rank),
       cluster_(std::move(cluster)),
       executor_(executor),

@@ -30,12 +30,14 @@ struct EngineOptions {
   std::size_t chunk_bytes = kDefaultChunkBytes;  // collectives travel in pieces of this size
   Duration timeout = std::chrono::seconds(30);   // default deadline of every operation
   StrategyName strategy = StrategyName::automatic;
-  // AUTO (Algorithm::by_size): an allreduce goes round RING_RS_AG when its buffer divided by the
-  // cluster's size is at least this many bytes, else over the graphs, on one host as across
-  // hosts. The ring sends 2(n - 1) parts of buffer / n one after another, the trees 2 x depth
-  // whole chunks: the ring pays off once a part's transfer outweighs a step's latency. Like
-  // chunk_bytes, every peer must use the same value.
+  // AUTO across hosts (Algorithm::by_size): an allreduce goes round RING_RS_AG when its buffer
+  // divided by the cluster's size is at least this many bytes, else over the graphs. The ring
+  // sends 2(n - 1) parts of buffer / n one after another, the trees 2 x depth whole chunks: the
+  // ring pays off once a part's transfer outweighs a step's latency. Like chunk_bytes, every peer
+  // must use the same value.
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
+  // ... and the same on one host, where a step costs less. Every peer must use the same value.
+  std::size_t auto_local_ring_part_bytes = kDefaultAutoLocalRingPartBytes;
   // AUTO: an allreduce of at most this many bytes goes by recursive doubling (log2 n steps, each
   // partner pair swapping the whole buffer at once), on one host or across hosts; 0: never. Every
   // peer must use the same value.
@@ -61,6 +63,7 @@ class Engine {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  bool spans_hosts() const { return spans_hosts_; }  // workers on more than one host
   const ClusterSpec& cluster() const { return cluster_; }
   Executor& executor() const { return executor_; }
   const EngineOptions& options() const { return options_; }
@@ -147,6 +150,7 @@ class Engine {
   Transport& transport_;
   std::uint64_t version_;
   int size_;
+  bool spans_hosts_;
   int rank_;
   PeerBytes egress_bytes_;
   PeerBytes ingress_bytes_;

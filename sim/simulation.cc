@@ -239,6 +239,7 @@ TrainerOptions Simulation::trainer_options(const ModelProfile& model,
                               .timeout = scenario_.timeout,
                               .strategy = scenario_.strategy,
                               .auto_ring_part_bytes = scenario_.auto_ring_part_bytes,
+                              .auto_local_ring_part_bytes = scenario_.auto_local_ring_part_bytes,
                               .auto_doubling_bytes = scenario_.auto_doubling_bytes,
                               .auto_pair_doubling_bytes = scenario_.auto_pair_doubling_bytes},
                    .ping_every = scenario_.ping_every};

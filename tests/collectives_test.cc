@@ -295,7 +295,8 @@ TEST(AutoStrategy, AcrossHostsTinyGoByDoublingSmallOverTreesLargeRoundARing) {
 TEST(AutoStrategy, OnOneHostTinyGoByDoublingSmallOverTheStarLargeRoundTheRing) {
   const int n = 4;
   InprocWorld world(n, {.strategy = StrategyName::automatic,
-                        .auto_ring_part_bytes = 4096,
+                        .auto_ring_part_bytes = 1,  // across hosts: not this world
+                        .auto_local_ring_part_bytes = 4096,
                         .auto_doubling_bytes = sizeof(double)});
   EXPECT_EQ(allreduce_messages(world, 1), 2u * n);  // log2(4) = 2 per rank
   EXPECT_EQ(allreduce_messages(world, 2), 2u * (n - 1));
@@ -317,28 +318,38 @@ TEST(AutoStrategy, DoublingIsOffByDefault) {
   EXPECT_EQ(allreduce_messages(world, 1), 2u * 3);  // the star
 }
 
-TEST(AutoStrategy, TheChoiceBySizeAndRanks) {
+TEST(AutoStrategy, TheChoiceBySizeRanksAndHosts) {
   using enum AutoChoice;
   const EngineOptions defaults;
-  const std::size_t pair = kDefaultAutoPairDoublingBytes, part = kDefaultAutoRingPartBytes;
-  // Two ranks: one simultaneous exchange up to the pair threshold, trees above, then the ring.
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 8), doubling);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, pair), doubling);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, pair + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2 * part - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2 * part), ring);
+  const std::size_t pair = kDefaultAutoPairDoublingBytes, part = kDefaultAutoRingPartBytes,
+                    local = kDefaultAutoLocalRingPartBytes;
+  // Two ranks: one simultaneous exchange up to the pair threshold, on one host or across.
+  for (bool hosts : {false, true}) {
+    EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, 8), doubling);
+    EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, pair), doubling);
+  }
+  // Above it: trees, then the ring from a part of auto_ring_part_bytes across hosts and of
+  // auto_local_ring_part_bytes on one.
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, pair + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, 2 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, 2 * part), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, false, pair + 1), ring);  // 32 KiB parts and more
+  EXPECT_EQ(auto_allreduce_choice(defaults, 8, false, 8 * local - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 8, false, 8 * local), ring);
   // More ranks: doubling only where auto_doubling_bytes says; trees, then the ring.
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 8), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 4 * part - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 4 * part), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * local - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * local), ring);
   const EngineOptions busy{.auto_doubling_bytes = kBusyPollAutoDoublingBytes};
-  EXPECT_EQ(auto_allreduce_choice(busy, 4, kBusyPollAutoDoublingBytes), doubling);
-  EXPECT_EQ(auto_allreduce_choice(busy, 4, kBusyPollAutoDoublingBytes + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(busy, 2, pair), doubling);  // the larger of the two
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes), doubling);
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(busy, 2, true, pair), doubling);  // the larger of the two
   // Both thresholds at 0: never.
   const EngineOptions never{.auto_doubling_bytes = 0, .auto_pair_doubling_bytes = 0};
-  EXPECT_EQ(auto_allreduce_choice(never, 2, 8), graphs);
-  EXPECT_EQ(auto_allreduce_choice(never, 1, 0), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 2, false, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 1, false, 0), graphs);
 }
 
 // Recursive doubling and the trees both send 2 messages between two ranks (the choice test above
@@ -350,8 +361,9 @@ TEST(AutoStrategy, TwoRanksSumRightOnOneHostAndAcrossTwo) {
     InprocWorld world(hosts ? two_hosts : ClusterSpec::local(2, 10000),
                       {.strategy = StrategyName::automatic});
     EXPECT_EQ(allreduce_messages(world, 3), 2u);
-    // 160 KB: the star (one up, one down); 800 KB: the ring (2 x 2 parts), on one host or two.
-    EXPECT_EQ(allreduce_messages(world, 20000), 2u);
+    // 160 KB: across hosts the trees (one up, one down), on one host the ring (2 x 2 parts, of
+    // 80 KB); 800 KB: the ring on one host or two.
+    EXPECT_EQ(allreduce_messages(world, 20000), hosts ? 2u : 4u);
     EXPECT_EQ(allreduce_messages(world, 100000), 4u);
   }
 }

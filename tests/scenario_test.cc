@@ -86,6 +86,7 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(s.optimizer, "ssgd");
   EXPECT_EQ(s.chunk_bytes, 512u << 10);
   EXPECT_EQ(s.auto_ring_part_bytes, 256u << 10);
+  EXPECT_EQ(s.auto_local_ring_part_bytes, 8u << 10);
   EXPECT_EQ(s.auto_pair_doubling_bytes, 16u << 10);
   EXPECT_EQ(s.timeout, seconds(90));
   ASSERT_EQ(s.policies.size(), 1u);
@@ -171,6 +172,7 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(s.chunk_bytes, d.chunk_bytes);
   EXPECT_EQ(s.chunk_bytes, 1u << 20);
   EXPECT_EQ(s.auto_ring_part_bytes, 128u << 10);
+  EXPECT_EQ(s.auto_local_ring_part_bytes, 32u << 10);
   EXPECT_EQ(s.auto_doubling_bytes, 0u);
   EXPECT_EQ(s.auto_pair_doubling_bytes, 64u << 10);
   EXPECT_EQ(s.timeout, seconds(60));

@@ -35,7 +35,7 @@ enum class StrategyName : std::uint8_t {
   ring,
   // "AUTO" (Algorithm::by_size): STAR's graphs on one host, BINARY_TREE_STAR's across hosts; a
   // small allreduce goes by recursive doubling instead, a large one round a ring
-  // (EngineOptions::auto_doubling_bytes, auto_ring_part_bytes).
+  // (EngineOptions::auto_doubling_bytes, auto_ring_part_bytes, auto_local_ring_part_bytes).
   automatic,
   ring_rs_ag,
   halving_doubling,

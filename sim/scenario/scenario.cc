@@ -190,8 +190,9 @@ Scenario ScenarioReader::build(const Node& root) const {
   // clang-format off
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "seeds", "steps", "world", "flow_tcp", "topology",
-                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part", "auto_doubling",
-                   "auto_pair_doubling", "timeout", "policy", "elastic", "monitoring",
+                   "workload", "strategy", "optimizer", "chunk", "auto_ring_part",
+                   "auto_local_ring_part", "auto_doubling", "auto_pair_doubling", "timeout",
+                   "policy", "elastic", "monitoring",
                    "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
   // clang-format on
   Scenario sc;
@@ -218,6 +219,8 @@ Scenario ScenarioReader::build(const Node& root) const {
   if (const auto v = m.get("auto_ring_part")) {
     sc.auto_ring_part_bytes = size(*v, "auto_ring_part");
   }
+  if (const auto v = m.get("auto_local_ring_part"))
+    sc.auto_local_ring_part_bytes = size(*v, "auto_local_ring_part");
   if (const auto v = m.get("auto_doubling")) sc.auto_doubling_bytes = size(*v, "auto_doubling");
   if (const auto v = m.get("auto_pair_doubling"))
     sc.auto_pair_doubling_bytes = size(*v, "auto_pair_doubling");

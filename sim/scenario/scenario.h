@@ -266,9 +266,11 @@ struct Scenario {
   StrategyName strategy = StrategyName::binary_tree_star;
   std::string optimizer = "ssgd";  // ssgd; sma, pair_avg and ada_sgd need workload.numeric
   std::size_t chunk_bytes = kDefaultChunkBytes;
-  // AUTO (EngineOptions): across hosts a ring from buffers of this size per worker; recursive
-  // doubling up to this size (0: never), and between two workers up to the second.
+  // AUTO (EngineOptions): a ring from buffers of this size per worker across hosts, and of the
+  // second on one host; recursive doubling up to this size (0: never), and between two workers up
+  // to the second.
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
+  std::size_t auto_local_ring_part_bytes = kDefaultAutoLocalRingPartBytes;
   std::size_t auto_doubling_bytes = kDefaultAutoDoublingBytes;
   std::size_t auto_pair_doubling_bytes = kDefaultAutoPairDoublingBytes;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
