@@ -148,6 +148,9 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   p.loop.set_busy_poll(p.options.busy_poll);  // no other thread has posted yet
   p.options.engine.auto_doubling_bytes = p.options.auto_doubling_bytes.value_or(
       p.options.busy_poll ? kBusyPollAutoDoublingBytes : p.options.engine.auto_doubling_bytes);
+  // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
+  if (p.options.engine.host_cores == 0)
+    p.options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
   try {
     p.loop.call([&] {
       Transport* transport = nullptr;

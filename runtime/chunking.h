@@ -17,10 +17,11 @@ inline constexpr std::size_t kDefaultChunkBytes = std::size_t{1} << 20;
 // docs/performance.md has the measurement behind it).
 inline constexpr std::size_t kDefaultAutoRingPartBytes = std::size_t{128} << 10;
 
-// ... and on one host once each part is at least this big (EngineOptions::
-// auto_local_ring_part_bytes). Lower: a step between processes of one host costs less than one
-// across a link, and STAR's root, which reads and folds every other worker's buffer alone, falls
-// further behind the more workers there are (docs/performance.md has the measurements).
+// ... and on one host once each part is at least this big, while every worker has a core
+// (EngineOptions::auto_local_ring_part_bytes, host_cores). Lower: a step between processes of one
+// host costs less than one across a link, and STAR's root, which reads and folds every other
+// worker's buffer alone, falls further behind the more workers there are. With more workers than
+// cores the ring's extra steps cost more than that (docs/performance.md has the measurements).
 inline constexpr std::size_t kDefaultAutoLocalRingPartBytes = std::size_t{32} << 10;
 
 // AUTO's allreduces of at most this size go by recursive doubling (EngineOptions::

@@ -59,8 +59,9 @@ AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool sp
       size == 2 ? std::max(options.auto_doubling_bytes, options.auto_pair_doubling_bytes)
                 : options.auto_doubling_bytes;
   if (doubling > 0 && bytes <= doubling) return AutoChoice::doubling;
+  const bool core_each = options.host_cores <= 0 || size <= options.host_cores;
   const std::size_t part =
-      spans_hosts ? options.auto_ring_part_bytes : options.auto_local_ring_part_bytes;
+      spans_hosts || !core_each ? options.auto_ring_part_bytes : options.auto_local_ring_part_bytes;
   if (bytes / static_cast<std::size_t>(size) >= part) return AutoChoice::ring;
   return AutoChoice::graphs;
 }

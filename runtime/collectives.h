@@ -37,8 +37,9 @@ void allreduce(Engine& engine, AllreduceOptions options, DoneCallback done);
 // What AUTO (Algorithm::by_size) sends an allreduce of `bytes` by, among `size` ranks: recursive
 // doubling up to auto_doubling_bytes (between two ranks up to auto_pair_doubling_bytes, if
 // larger); else a ring once bytes / size reaches auto_ring_part_bytes across hosts,
-// auto_local_ring_part_bytes on one; else the strategy's graphs. Every rank sees the same inputs,
-// so every rank decides alike.
+// auto_local_ring_part_bytes on one host with a core per rank (host_cores), auto_ring_part_bytes
+// again on one with fewer; else the strategy's graphs. Every rank sees the same inputs, so every
+// rank decides alike.
 enum class AutoChoice : std::uint8_t { doubling, ring, graphs };
 AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool spans_hosts,
                                  std::size_t bytes);

@@ -36,8 +36,13 @@ struct EngineOptions {
   // ring pays off once a part's transfer outweighs a step's latency. Like chunk_bytes, every peer
   // must use the same value.
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
-  // ... and the same on one host, where a step costs less. Every peer must use the same value.
+  // ... and the same on one host, where a step costs less, while every worker has a core of its
+  // own: where the workers outnumber host_cores, auto_ring_part_bytes holds on one host too. Every
+  // peer must use the same value.
   std::size_t auto_local_ring_part_bytes = kDefaultAutoLocalRingPartBytes;
+  // The cores of the host, when the workers share one (the peer sets it; every worker on a host
+  // sees the same count). 0: unknown, taken as a core per worker (simulations).
+  int host_cores = 0;
   // AUTO: an allreduce of at most this many bytes goes by recursive doubling (log2 n steps, each
   // partner pair swapping the whole buffer at once), on one host or across hosts; 0: never. Every
   // peer must use the same value.

@@ -342,6 +342,13 @@ TEST(AutoStrategy, TheChoiceBySizeRanksAndHosts) {
   EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part), ring);
   EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * local - 1), graphs);
   EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * local), ring);
+  // One host with fewer cores than ranks: auto_ring_part_bytes, as across hosts.
+  const EngineOptions two_cores{.host_cores = 2}, four_cores{.host_cores = 4};
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 2, false, pair + 1), ring);  // a core each
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, false, 4 * local), graphs);
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, false, 4 * part), ring);
+  EXPECT_EQ(auto_allreduce_choice(four_cores, 4, false, 4 * local), ring);
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, true, 4 * part - 1), graphs);
   const EngineOptions busy{.auto_doubling_bytes = kBusyPollAutoDoublingBytes};
   EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes), doubling);
   EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes + 1), graphs);
