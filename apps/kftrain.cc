@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -259,6 +260,8 @@ int main(int argc, char** argv) {
     options.bucketing = bucketing;
     options.device = device;
     if (config.strategy) options.engine.strategy = *config.strategy;
+    // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
+    options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
     if (use_gpu) {
       if (!numeric.empty()) throw std::invalid_argument("-gpu and -numeric do not go together");
       if (const auto why = kf::gpu_unavailable()) throw std::runtime_error("-gpu: " + *why);
