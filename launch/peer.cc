@@ -9,6 +9,7 @@
 #include "launch/flags.h"
 #include "launch/startup_report.h"
 #include "real/epoll_loop.h"
+#include "real/shm_ring.h"
 #include "runtime/chunking.h"
 #include "runtime/collectives.h"
 #include "runtime/units.h"
@@ -112,6 +113,17 @@ Peer Peer::from_env(PeerOptions options) {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("KUNGFU_AUTO_DOUBLING={}: {}", it->second, e.what()));
     }
+  }
+  if (const auto it = env.find("KUNGFU_SHM_RING"); it != env.end()) {
+    try {
+      options.transport.shm_ring_bytes = parse_size(it->second, UnitStyle::flag);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("KUNGFU_SHM_RING={}: {}", it->second, e.what()));
+    }
+    const std::size_t n = options.transport.shm_ring_bytes;
+    if (n != 0 && !ShmRing::valid_capacity(n))
+      throw std::invalid_argument(fmt::format(
+          "KUNGFU_SHM_RING={}: expected 0 (off) or a power of two from 4K to 64M", it->second));
   }
   WorkerConfig config = worker_config_from(env);
   if (options.transport.secret.empty()) {

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <optional>
@@ -109,6 +110,36 @@ void EpollLoop::unwatch(WatchId id) {
   watches_.erase(it);
 }
 
+void EpollLoop::add_poller(Poller* poller) {
+  pollers_.push_back(poller);
+}
+
+void EpollLoop::remove_poller(Poller* poller) {
+  std::replace(pollers_.begin(), pollers_.end(), poller, static_cast<Poller*>(nullptr));
+}
+
+bool EpollLoop::run_pollers() {
+  bool ran = false;
+  // By index: a poller may add or remove pollers while it runs.
+  for (std::size_t i = 0; i < pollers_.size(); ++i) {
+    if (pollers_[i] != nullptr && pollers_[i]->poll()) ran = true;
+  }
+  std::erase(pollers_, nullptr);
+  return ran;
+}
+
+bool EpollLoop::arm_pollers() {
+  bool may_sleep = true;
+  for (Poller* p : pollers_)
+    if (p != nullptr && !p->arm()) may_sleep = false;
+  return may_sleep;
+}
+
+void EpollLoop::disarm_pollers() {
+  for (Poller* p : pollers_)
+    if (p != nullptr) p->disarm();
+}
+
 void EpollLoop::stop() {
   {
     std::lock_guard lock(mu_);
@@ -161,7 +192,8 @@ bool EpollLoop::run_ready_work() {
   return ran;
 }
 
-int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events) {
+int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events, bool& polled) {
+  polled = false;
   {
     std::lock_guard lock(mu_);
     polling_ = true;  // posts from now on need no wake-up: the loop looks at the queue
@@ -171,6 +203,10 @@ int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events) {
   for (;;) {
     n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 0);
     if (n != 0) break;
+    if (run_pollers()) {
+      polled = true;
+      break;
+    }
     {
       std::lock_guard lock(mu_);
       if (!tasks_.empty() || stopping_) break;
@@ -187,8 +223,12 @@ void EpollLoop::run() {
   std::array<epoll_event, 64> events;
   bool spun = false;  // polled since the last work: the next wait sleeps
   for (;;) {
-    while (run_ready_work())
+    for (;;) {
+      const bool worked = run_ready_work();
+      const bool polled = run_pollers();  // even when there were tasks
+      if (!worked && !polled) break;
       spun = false;
+    }
     TimePoint next;
     {
       std::lock_guard lock(mu_);
@@ -214,10 +254,16 @@ void EpollLoop::run() {
       // Idle only now: poll for a moment before sleeping, as the next message or post of a run
       // of small collectives usually comes within it. Afterwards the loop goes round once more
       // (a timer posted meanwhile is armed there), then sleeps.
-      n = poll_briefly(events);
-      spun = n == 0;
+      bool polled = false;
+      n = poll_briefly(events, polled);
+      spun = n == 0 && !polled;
+    } else if (!arm_pollers()) {
+      disarm_pollers();  // a ring filled meanwhile: round again instead of sleeping
+      spun = false;
+      continue;
     } else {
       n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), -1);
+      disarm_pollers();
     }
     if (n < 0) {
       if (errno == EINTR) continue;

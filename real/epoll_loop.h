@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "real/fd.h"
 #include "real/timer_queue.h"
@@ -31,6 +32,19 @@ class EpollLoop final : public Executor {
  public:
   using IoCallback = std::function<void(std::uint32_t events)>;
   using WatchId = std::uint64_t;
+
+  // What the loop looks at on every turn besides its descriptors, with no syscall: a transport's
+  // shared-memory rings (real/shm_ring.h). poll() runs whatever has come and says whether
+  // anything had. Before the loop sleeps it calls arm(), which asks whoever fills the poller to
+  // wake the loop through a watched descriptor and returns false when work already waits (the
+  // loop then does not sleep); disarm() follows the sleep, or a refused arm().
+  class Poller {
+   public:
+    virtual ~Poller() = default;
+    virtual bool poll() = 0;
+    virtual bool arm() = 0;
+    virtual void disarm() = 0;
+  };
 
   EpollLoop();
   ~EpollLoop() override;  // stops and joins; tasks not yet run are dropped
@@ -57,6 +71,10 @@ class EpollLoop final : public Executor {
   WatchId watch(int fd, std::uint32_t events, IoCallback callback);
   void modify(WatchId id, std::uint32_t events);
   void unwatch(WatchId id);
+  // Loop thread only. The poller is not owned; remove it before it dies (a poller may remove
+  // itself or another from inside poll()).
+  void add_poller(Poller* poller);
+  void remove_poller(Poller* poller);
 
   void stop();  // idempotent; the loop exits after the task or callback running now
   bool in_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -80,10 +98,14 @@ class EpollLoop final : public Executor {
   void run();
   // Polls the watched descriptors without sleeping for up to kPollBeforeSleep, or until an event,
   // a post or stop: epoll_wait's result (0: nothing came).
-  int poll_briefly(std::array<epoll_event, 64>& events);
+  // `polled` says whether the pollers found work meanwhile.
+  int poll_briefly(std::array<epoll_event, 64>& events, bool& polled);
   void wake();
   void arm_timer(TimePoint deadline);
   bool run_ready_work();  // tasks and due timers; true if it ran anything
+  bool run_pollers();     // true if any poller found work
+  bool arm_pollers();     // false: a poller has work, do not sleep
+  void disarm_pollers();
 
   const std::chrono::steady_clock::time_point epoch_;
   Fd epoll_;
@@ -99,8 +121,9 @@ class EpollLoop final : public Executor {
   TimePoint armed_ = TimePoint::max();
   // Loop thread only.
   std::unordered_map<WatchId, Watch> watches_;
-  WatchId next_watch_ = 2;  // 0 and 1 are the eventfd and timerfd
-  std::thread thread_;      // last: starts after everything above exists
+  WatchId next_watch_ = 2;        // 0 and 1 are the eventfd and timerfd
+  std::vector<Poller*> pollers_;  // removed ones are null until the next turn compacts them
+  std::thread thread_;            // last: starts after everything above exists
 };
 
 }  // namespace kf

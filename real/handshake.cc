@@ -82,6 +82,8 @@ std::vector<std::byte> encode(const Hello& h) {
   put<std::uint32_t>(out, h.destination_rank);
   put_array(out, h.nonce);
   put<std::uint64_t>(out, h.nonce_address);
+  put<std::uint32_t>(out, h.ring_fd);
+  put<std::uint32_t>(out, h.ring_bytes);
   return out;
 }
 
@@ -107,6 +109,8 @@ std::optional<Hello> decode_hello(std::span<const std::byte> in) {
   h.destination_rank = get<std::uint32_t>(in);
   get_array(in, h.nonce);
   h.nonce_address = get<std::uint64_t>(in);
+  h.ring_fd = get<std::uint32_t>(in);
+  h.ring_bytes = get<std::uint32_t>(in);
   return h;
 }
 

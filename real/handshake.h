@@ -16,7 +16,7 @@
 namespace kf::handshake {
 
 inline constexpr std::uint32_t kMagic = 0x5346484B;  // "KHFS"
-inline constexpr std::uint16_t kProtocol = 1;
+inline constexpr std::uint16_t kProtocol = 2;
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;
 
@@ -33,8 +33,12 @@ struct Hello {
   // Where this nonce sits in the connector's memory: a same-host acceptor that can read it there
   // (process_vm_readv) proves that payloads can be lent instead of streamed. 0: do not lend.
   std::uint64_t nonce_address = 0;
+  // A shared-memory ring for this connection's frames (real/shm_ring.h): the connector's file
+  // descriptor of it and its capacity, tagged with this nonce. 0 bytes: no ring offered.
+  std::uint32_t ring_fd = 0;
+  std::uint32_t ring_bytes = 0;
 };
-inline constexpr std::size_t kHelloBytes = 4 + 2 + 2 + 8 + 4 + 4 + kNonceBytes + 8;
+inline constexpr std::size_t kHelloBytes = 4 + 2 + 2 + 8 + 4 + 4 + kNonceBytes + 8 + 4 + 4;
 
 enum class Verdict : std::uint32_t {
   ok = 0,
@@ -45,6 +49,7 @@ enum class Verdict : std::uint32_t {
 const char* verdict_name(Verdict v);
 
 inline constexpr std::uint32_t kWelcomeLend = 1u << 0;  // "lend me large payloads"
+inline constexpr std::uint32_t kWelcomeRing = 1u << 1;  // "I mapped your ring: write frames there"
 
 struct Welcome {
   Verdict verdict = Verdict::ok;

@@ -20,6 +20,7 @@
 #include "real/epoll_loop.h"
 #include "real/fd.h"
 #include "real/handshake.h"
+#include "real/shm_ring.h"
 #include "real/socket_transport.h"
 #include "real/sockets.h"
 #include "real/tls_session.h"
@@ -68,6 +69,11 @@ struct SocketTransport::Conn {
   bool lend = false;   // outbound: the acceptor copies large payloads out of our memory
   pid_t peer_pid = 0;  // inbound Unix socket: the connector's process, to copy from
   wire::FrameDecoder decoder;
+  // Outbound: where our frames go instead of the socket, once the acceptor has mapped it (it
+  // names the ring in the welcome). Inbound: the connector's ring, our frames' source.
+  std::unique_ptr<ShmRing> ring;
+  Executor::TimerId ring_retry = 0;  // outbound: a full ring is tried again then
+  bool writes_ring() const { return ring && outbound && phase == Phase::established; }
   std::unique_ptr<tls::Session> tls;  // set: every byte goes through it (declared after fd)
 
   // The connection's bytes, through TLS when it has it, with the socket calls' conventions: a

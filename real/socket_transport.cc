@@ -42,14 +42,17 @@ SocketTransport::SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank,
   // A program that built its options without TLS still honours KUNGFU_TLS=1: never plaintext
   // where the job asked for TLS.
   if (!options_.tls) options_.tls = tls::context_from_process_env();
+  loop_.add_poller(this);
 }
 
 SocketTransport::~SocketTransport() {
   *alive_ = false;
+  loop_.remove_poller(this);
   if (shutdown_timer_ != 0) loop_.cancel(shutdown_timer_);
   for (auto& [id, c] : conns_) {
     loop_.unwatch(c->watch);
     if (c->hs_timer != 0) loop_.cancel(c->hs_timer);
+    if (c->ring_retry != 0) loop_.cancel(c->ring_retry);
   }
   for (auto w : listener_watches_)
     loop_.unwatch(w);
@@ -169,6 +172,8 @@ void SocketTransport::close(ConnId id, const std::string& why) {
   conns_.erase(it);
   loop_.unwatch(c->watch);
   if (c->hs_timer != 0) loop_.cancel(c->hs_timer);
+  if (c->ring_retry != 0) loop_.cancel(c->ring_retry);
+  if (c->ring && !c->outbound) std::erase(ring_readers_, id);
   if (c->peer >= 0) {
     auto& slot = (c->outbound ? outbound_ : inbound_)[static_cast<std::size_t>(c->peer)];
     if (slot == id) slot = 0;

@@ -12,6 +12,11 @@
 // sender clears it before the bytes may change (ack, withdrawal, loss), and the receiver trusts
 // what it read only if the slot still held the lend's id afterwards.
 //
+// Between same-host peers that may read each other's memory, each connection's frames go through
+// a shared-memory ring (real/shm_ring.h) instead of the socket: the receiver's loop polls it with
+// no syscall while it spins, and only a receiver asleep is woken, by one byte on the socket,
+// which also still tells a peer's death (its end closes) and carries the handshake.
+//
 // Connecting peers prove themselves with a handshake (cluster version, ranks, and mutual
 // HMAC-SHA256 when a secret is set); anything that fails it is refused, logged, and never
 // delivers a message. With a TLS context, every TCP connection is TLS 1.3 with mutual
@@ -54,6 +59,9 @@ struct SocketTransportOptions {
   // Payloads of at least this many bytes are sent from the engine's buffers without a copy
   // (written or lent from there); 0: always copy.
   std::size_t borrow_min_bytes = 64u << 10;
+  // Same-host peers that lend (above) write their frames into a shared-memory ring of this many
+  // bytes per connection (a power of two from 4 KiB to 64 MiB); 0: through the socket.
+  std::size_t shm_ring_bytes = 1u << 20;
   // TLS on every TCP connection (TLS 1.3, both sides' certificates verified against the CA); a
   // peer that fails it is refused or lost, never talked to in plaintext. null: KUNGFU_TLS=1 with
   // KUNGFU_TLS_CERT / _KEY / _CA in the environment, else none (tls::context_from_process_env).
@@ -68,9 +76,11 @@ struct SocketTransportStats {
   std::uint64_t lent = 0;            // payloads sent by reference (same host)
   std::uint64_t borrowed = 0;        // payloads received by reference
   std::uint64_t tls = 0;             // connections, either way, whose TLS handshake succeeded
+  std::uint64_t rings = 0;           // connections, either way, whose frames go by shared memory
+  std::uint64_t doorbells = 0;       // wake-ups written for a sleeping ring reader
 };
 
-class SocketTransport final : public Transport {
+class SocketTransport final : public Transport, private EpollLoop::Poller {
  public:
   // Construct, use and destroy on `loop`'s thread. Throws std::invalid_argument naming the
   // variable or file when options.tls is null and the environment asks for TLS it cannot load.
@@ -124,6 +134,19 @@ class SocketTransport final : public Transport {
   void read_frames(Conn& c);
   void deliver(int peer, std::vector<Message>& messages);
   void flush(Conn& c);
+  void flush_ring(Conn& c);  // flush for a connection whose frames go by shared memory
+  // After a round of bytes fed to c's decoder: acks taken, lent payloads borrowed, the messages
+  // delivered, then a bye or a protocol error acted on. False: the connection is closed.
+  bool finish_round(Conn& c, std::vector<Message>& messages);
+  // An inbound ring connection: the doorbells (and the end) on its socket, then its ring.
+  void read_ring_socket(Conn& c);
+  // Feeds what the ring of inbound connection `id` holds to its decoder and delivers it; false
+  // if the connection is gone (closed for a corrupt ring, a protocol error or a bye).
+  bool drain_ring(ConnId id, bool& found);
+  // EpollLoop::Poller: the rings of established inbound connections.
+  bool poll() override;
+  bool arm() override;
+  void disarm() override;
   void update_interest(Conn& c);
   void enqueue_bye(Conn& c);
   void enqueue(Conn& c, Message message);  // lends the payload when the connection allows
@@ -177,7 +200,8 @@ class SocketTransport final : public Transport {
   // Refusals of strangers and broken peers, which a scan or a flood sends in bursts.
   RateLimitedLog refusal_log_{[this](const std::string& line) { log(line); },
                               "refused connections"};
-  std::vector<std::byte> staging_;  // small reads land here, then the decoder copies them out
+  std::vector<ConnId> ring_readers_;  // established inbound connections with a ring
+  std::vector<std::byte> staging_;    // small reads land here, then the decoder copies them out
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // guards timers past our death
 };
 

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -96,6 +97,16 @@ void SocketTransport::send_hello(Conn& c) {
                              .nonce = handshake::fresh_nonce()};
   if (options_.lend_payloads && !c.tcp) {
     c.hello.nonce_address = reinterpret_cast<std::uintptr_t>(c.hello.nonce.data());
+    if (options_.shm_ring_bytes != 0) {
+      try {
+        c.ring = ShmRing::create(options_.shm_ring_bytes, c.hello.nonce);
+        c.hello.ring_fd = static_cast<std::uint32_t>(c.ring->fd());
+        c.hello.ring_bytes = static_cast<std::uint32_t>(c.ring->capacity());
+      } catch (const std::exception& e) {
+        log(fmt::format("no shared-memory ring to rank {} ({}): frames go through the socket",
+                        c.peer, e.what()));
+      }
+    }
   }
   if (!c.write_all(handshake::encode(c.hello))) {
     // Cut before any verdict, like a connection closed while we wait for the welcome (see
@@ -158,6 +169,12 @@ void SocketTransport::take_welcome(Conn& c) {
   }
   c.phase = Conn::Phase::established;
   c.lend = (w->flags & handshake::kWelcomeLend) != 0;
+  if (c.ring && (w->flags & handshake::kWelcomeRing) != 0) {
+    c.ring->close_fd();  // mapped on the other side: the memory stays while either maps it
+    ++stats_.rings;
+  } else {
+    c.ring.reset();
+  }
   auto& waiting = waiting_[static_cast<std::size_t>(c.peer)];
   for (auto& m : waiting)
     enqueue(c, std::move(m));
@@ -226,6 +243,19 @@ void SocketTransport::accept_hello(Conn& c) {
           seen == h->nonce) {
         c.peer_pid = cred.pid;
         w.flags |= handshake::kWelcomeLend;
+        if (h->ring_bytes != 0 && options_.shm_ring_bytes != 0) {
+          std::string refusal;
+          c.ring = ShmRing::open_peer(cred.pid, static_cast<int>(h->ring_fd), h->ring_bytes,
+                                      h->nonce, refusal);
+          if (c.ring) {
+            w.flags |= handshake::kWelcomeRing;
+          } else {
+            log(
+                fmt::format("not using the shared-memory ring of rank {} ({}): its frames come "
+                            "through the socket",
+                            h->source_rank, refusal));
+          }
+        }
       }
     }
   }
@@ -267,6 +297,10 @@ void SocketTransport::accept_proof(Conn& c) {
   auto& slot = inbound_[static_cast<std::size_t>(c.peer)];
   if (slot != 0 && slot != c.id) close(slot, "");  // a reconnect replaces the old stream
   slot = c.id;
+  if (c.ring) {
+    ring_readers_.push_back(c.id);
+    ++stats_.rings;
+  }
 }
 
 bool SocketTransport::read_handshake(Conn& c) {

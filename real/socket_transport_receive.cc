@@ -29,6 +29,10 @@ constexpr std::size_t kReadBudget = 16u << 20;  // per readiness event, so one p
 }  // namespace
 
 void SocketTransport::read_frames(Conn& first) {
+  if (first.ring && !first.outbound) {
+    read_ring_socket(first);
+    return;
+  }
   const ConnId id = first.id;
   std::size_t budget = kReadBudget;
   // Reads in rounds of at most 64 messages, delivering each round before the next, until the
@@ -86,30 +90,112 @@ void SocketTransport::read_frames(Conn& first) {
         break;
       }
     }
-    const int peer = c.peer;
-    for (const auto ack : c.decoder.take_acks())
-      lent_.erase(ack);
-    if (!borrow(c, messages)) return;
-    const bool bye = c.decoder.saw_bye();
-    const std::string error = c.decoder.failed() ? c.decoder.error() : std::string();
-    if (c.outbound && !messages.empty()) {
-      close(id, fmt::format("protocol error: data frames from {} on our outbound connection",
-                            endpoint_of(peer).to_string()));
-      return;
-    }
-    deliver(peer, messages);  // may close any connection, this one included
-    if (!error.empty()) {
-      ++stats_.refused;
-      refusal_log_.log(fmt::format("dropping the connection from rank {}: {}", peer, error));
-      close(id, "protocol error: " + error);
-      return;
-    }
-    if (bye) {
-      depart(peer);
-      close(id, "");
-      return;
-    }
+    if (!finish_round(c, messages)) return;
     if (drained) return;
+  }
+}
+
+bool SocketTransport::finish_round(Conn& c, std::vector<Message>& messages) {
+  const ConnId id = c.id;
+  const int peer = c.peer;
+  for (const auto ack : c.decoder.take_acks())
+    lent_.erase(ack);
+  if (!borrow(c, messages)) return false;
+  const bool bye = c.decoder.saw_bye();
+  const std::string error = c.decoder.failed() ? c.decoder.error() : std::string();
+  if (c.outbound && !messages.empty()) {
+    close(id, fmt::format("protocol error: data frames from {} on our outbound connection",
+                          endpoint_of(peer).to_string()));
+    return false;
+  }
+  deliver(peer, messages);  // may close any connection, this one included
+  if (!error.empty()) {
+    ++stats_.refused;
+    refusal_log_.log(fmt::format("dropping the connection from rank {}: {}", peer, error));
+    close(id, "protocol error: " + error);
+    return false;
+  }
+  if (bye) {
+    depart(peer);
+    close(id, "");
+    return false;
+  }
+  return conns_.contains(id);
+}
+
+void SocketTransport::read_ring_socket(Conn& c) {
+  const ConnId id = c.id;
+  // Doorbells carry nothing: read them all (they are few: one per sleep of ours), to see the end.
+  ssize_t n = 0;
+  int err = EAGAIN;
+  for (int reads = 0; reads < 16; ++reads) {  // a peer that floods its socket comes back later
+    n = c.read_some(staging_.data(), staging_.size());
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    err = n == 0 ? 0 : errno;
+    break;
+  }
+  const bool ended = n == 0 || (err != EAGAIN && err != EWOULDBLOCK);
+  // What the peer wrote before its end is in the ring: deliver it first.
+  bool found = false;
+  if (!drain_ring(id, found)) return;
+  if (!ended) return;
+  const auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  const bool orderly = it->second->decoder.saw_bye();  // (a bye closes it in drain_ring)
+  close(id, orderly ? std::string()
+                    : fmt::format("connection from {} {}", it->second->address,
+                                  n == 0 ? "closed without a bye" : net::errno_text(err)));
+}
+
+bool SocketTransport::drain_ring(ConnId id, bool& found) {
+  // Bounded like a socket's reads, so that one peer cannot hog the loop.
+  for (std::size_t budget = kReadBudget; budget > 0;) {
+    const auto it = conns_.find(id);
+    if (it == conns_.end()) return false;
+    Conn& c = *it->second;
+    const auto [first, second] = c.ring->readable();
+    if (c.ring->corrupt()) {
+      ++stats_.refused;
+      close(id,
+            fmt::format("protocol error: the shared-memory ring from {} is corrupt", c.address));
+      return false;
+    }
+    if (first.empty()) return true;
+    found = true;
+    std::vector<Message> messages;
+    // The decoder copies what it takes, so the bytes are given back before delivery.
+    c.decoder.feed(first, messages);
+    if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages);
+    const std::size_t n = first.size() + second.size();
+    c.ring->consume(n);
+    budget -= std::min(budget, n);
+    if (!finish_round(c, messages)) return false;
+  }
+  return true;
+}
+
+bool SocketTransport::poll() {
+  bool found = false;
+  // By index: delivering may close connections, and so shorten the list.
+  for (std::size_t i = 0; i < ring_readers_.size(); ++i)
+    drain_ring(ring_readers_[i], found);
+  return found;
+}
+
+bool SocketTransport::arm() {
+  bool idle = true;
+  for (const ConnId id : ring_readers_) {
+    const auto it = conns_.find(id);
+    if (it != conns_.end() && !it->second->ring->arm()) idle = false;
+  }
+  return idle;
+}
+
+void SocketTransport::disarm() {
+  for (const ConnId id : ring_readers_) {
+    const auto it = conns_.find(id);
+    if (it != conns_.end()) it->second->ring->disarm();
   }
 }
 

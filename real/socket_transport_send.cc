@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 
 #include "real/lend_slots.h"
@@ -26,6 +27,8 @@ namespace kf {
 namespace {
 
 constexpr int kMaxIov = 64;
+// How soon a writer whose ring was full tries again.
+constexpr Duration kRingRetry = std::chrono::microseconds(20);
 
 }  // namespace
 
@@ -73,6 +76,10 @@ void SocketTransport::enqueue(Conn& c, Message message) {
 }
 
 void SocketTransport::flush(Conn& c) {
+  if (c.writes_ring()) {
+    flush_ring(c);
+    return;
+  }
   while (!c.out.empty()) {
     iovec iov[kMaxIov];
     int count = 0;
@@ -123,9 +130,61 @@ void SocketTransport::flush(Conn& c) {
   update_interest(c);
 }
 
+void SocketTransport::flush_ring(Conn& c) {
+  ShmRing& ring = *c.ring;
+  bool full = false;
+  while (!c.out.empty() && !full) {
+    Conn::Out& item = c.out.front();
+    const std::span<const std::byte> prefix(item.prefix);
+    const std::span<const std::byte> payload =
+        item.message.payload.is_phantom()
+            ? std::span<const std::byte>()
+            : std::span<const std::byte>(item.message.payload.data(), item.message.payload.size());
+    // The frame's bytes from out_offset on, the prefix's then the payload's.
+    while (c.out_offset < item.wire_size()) {
+      const auto rest = c.out_offset < prefix.size()
+                            ? prefix.subspan(c.out_offset)
+                            : payload.subspan(c.out_offset - prefix.size());
+      const std::size_t n = ring.write(rest);
+      c.out_offset += n;
+      if (n < rest.size()) {
+        full = true;
+        break;
+      }
+    }
+    if (full) break;
+    c.out.pop_front();
+    c.out_offset = 0;
+  }
+  if (ring.publish()) {
+    // The reader sleeps: one byte on the socket wakes it. EAGAIN means the socket already holds
+    // unread doorbells, which wake it as well; a broken socket shows on the reading side.
+    const char bell = 0;
+    ++stats_.doorbells;
+    [[maybe_unused]] const auto n = ::send(c.fd.get(), &bell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  if (!c.out.empty()) {
+    // Full: the reader frees room as it reads, with no word to us, so look again shortly.
+    if (c.ring_retry == 0) {
+      c.ring_retry = loop_.post_after(kRingRetry, [this, alive = alive_, id = c.id] {
+        if (!*alive) return;
+        const auto it = conns_.find(id);
+        if (it == conns_.end()) return;
+        it->second->ring_retry = 0;
+        flush(*it->second);
+      });
+    }
+    return;
+  }
+  if (shutting_down_ && !c.write_shut) {
+    ::shutdown(c.fd.get(), SHUT_WR);  // our bye is in the ring: the reader drains it at the end
+    c.write_shut = true;
+  }
+}
+
 void SocketTransport::update_interest(Conn& c) {
   std::uint32_t want = EPOLLIN | EPOLLRDHUP;
-  if (c.phase == Conn::Phase::connecting || !c.out.empty()) want |= EPOLLOUT;
+  if (c.phase == Conn::Phase::connecting || (!c.out.empty() && !c.writes_ring())) want |= EPOLLOUT;
   if (want != c.interest) {
     c.interest = want;
     loop_.modify(c.watch, want);

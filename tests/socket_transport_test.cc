@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,8 @@
 #include "launch/peer.h"
 #include "net_helpers.h"
 #include "real/handshake.h"
+#include "real/shm_ring.h"
+#include "real/sockets.h"
 #include "real/wire.h"
 
 namespace kf::testing {
@@ -89,6 +92,76 @@ TEST(SocketTransport, DeliversEverythingInOrderOverUnixAndTcp) {
   EXPECT_EQ(nodes[2]->stats().borrowed, 0u);
   EXPECT_TRUE(eventually([&] { return nodes[0]->lent_outstanding() == 0; }));
   EXPECT_TRUE(eventually([&] { return nodes[1]->lent_outstanding() == 0; }));
+  // Their frames went by shared memory both ways (a ring to write, a ring to read); rank 2 has
+  // none.
+  EXPECT_EQ(nodes[0]->stats().rings, 2u);
+  EXPECT_EQ(nodes[1]->stats().rings, 2u);
+  EXPECT_EQ(nodes[2]->stats().rings, 0u);
+}
+
+TEST(SocketTransport, AFullRingIsWrittenInTurnsAndKeepsTheOrder) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0, {.shm_ring_bytes = 4096});
+  Node b(cluster, 1, {.shm_ring_bytes = 4096});
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+  // Small frames, frames larger than the ring (streamed through it), lent ones (a reference).
+  const std::size_t sizes[] = {10, 3000, 9000, 70000};
+  constexpr int kCount = 300;
+  for (int i = 0; i < kCount; ++i)
+    a.send(1, numbered(0, i, sizes[i % 4]));
+  ASSERT_TRUE(eventually([&] { return b.received_count() == kCount; }))
+      << "got " << b.received_count();
+  int i = 0;
+  for (auto& [source, m] : b.take_received()) {
+    const Message want = numbered(0, i, sizes[i % 4]);
+    ASSERT_EQ(m.header.name, want.header.name) << "out of order";
+    ASSERT_EQ(m.payload.size(), want.payload.size());
+    ASSERT_EQ(0, std::memcmp(m.payload.data(), want.payload.data(), m.payload.size())) << i;
+    ++i;
+  }
+  EXPECT_EQ(a.stats().rings, 2u);
+  EXPECT_TRUE(b.lost().empty());
+}
+
+TEST(SocketTransport, ASleepingRingReaderIsWokenByItsDoorbell) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0), b(cluster, 1);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+  for (int i = 0; i < 3; ++i) {
+    // Long enough for b's loop to stop spinning and sleep: only the doorbell wakes it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    a.send(1, numbered(0, i, 8));
+    ASSERT_TRUE(eventually([&] { return b.received_count() == static_cast<std::size_t>(i + 1); }));
+  }
+  EXPECT_GE(a.stats().doorbells, 1u);
+  EXPECT_LE(a.stats().doorbells, 3u) << "one per message at most: b slept between them";
+}
+
+TEST(SocketTransport, RingsTurnedOffOnEitherSideLeaveFramesOnTheSocket) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0, {.shm_ring_bytes = 0});
+  Node b(cluster, 1);
+  a.send(1, numbered(0, 0, 100));
+  b.send(0, numbered(1, 0, 100));
+  ASSERT_TRUE(eventually([&] { return a.received_count() == 1 && b.received_count() == 1; }));
+  EXPECT_EQ(a.stats().rings + b.stats().rings, 0u);
+}
+
+TEST(SocketTransport, WhatASameHostPeerWroteBeforeItDiedArrivesThenItIsLost) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node a(cluster, 0), b(cluster, 1);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+  ASSERT_EQ(b.stats().rings, 2u);
+  b.send(0, numbered(1, 0, 100));
+  b.crash();  // runs after the send on b's loop: the frame is in the ring, then the socket shuts
+  ASSERT_TRUE(eventually([&] { return !a.lost().empty(); }));
+  EXPECT_EQ(a.received_count(), 1u);
+  EXPECT_EQ(a.lost()[0].peer, 1);
+  EXPECT_NE(a.lost()[0].why.find("closed without a bye"), std::string::npos) << a.lost()[0].why;
 }
 
 TEST(SocketTransport, StreamsEverythingWhenLendingIsOff) {
@@ -355,6 +428,11 @@ TEST(Peer, ABadAutoDoublingSettingIsAClearError) {
 
 TEST(Peer, ABadBusyPollSettingIsAClearError) {
   expect_env_error("KUNGFU_BUSY_POLL", "yes", "expected 0 or 1");
+}
+
+TEST(Peer, ABadSharedMemoryRingSettingIsAClearError) {
+  expect_env_error("KUNGFU_SHM_RING", "big", "");
+  expect_env_error("KUNGFU_SHM_RING", "3000", "expected 0 (off) or a power of two from 4K to 64M");
 }
 
 TEST(Peer, SavedBlobsAreFetchedByVersionAndAMissingOneIsNotFound) {
@@ -628,6 +706,62 @@ TEST(SocketTransport, AFloodOfStrangersIsLoggedAtARateLimitWithACount) {
   }
   EXPECT_LT(shown, 100) << "not rate-limited";
   EXPECT_EQ(shown + counted, kStrangers) << "every refusal is shown or counted";
+}
+
+// A raw Unix-socket client on this host, at the worker 127.0.0.1:port.
+int raw_unix_connect(std::uint16_t port) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = net::unix_name("127.0.0.1", port);
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+TEST(SocketTransport, AMalformedFrameInARingDropsItsConnection) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  Node server(cluster, 0);
+  const int fd = raw_unix_connect(base);  // plays rank 1 on this host, with a ring
+  ASSERT_GE(fd, 0);
+  handshake::Hello h{.source_rank = 1, .destination_rank = 0, .nonce = handshake::fresh_nonce()};
+  h.nonce_address = reinterpret_cast<std::uintptr_t>(h.nonce.data());
+  auto ring = ShmRing::create(4096, h.nonce);
+  h.ring_fd = static_cast<std::uint32_t>(ring->fd());
+  h.ring_bytes = 4096;
+  const auto hello = handshake::encode(h);
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  std::vector<std::byte> welcome(handshake::kWelcomeBytes);
+  ASSERT_EQ(::recv(fd, welcome.data(), welcome.size(), MSG_WAITALL),
+            static_cast<ssize_t>(welcome.size()));
+  const auto w = handshake::decode_welcome(welcome);
+  ASSERT_TRUE(w);
+  ASSERT_NE(w->flags & handshake::kWelcomeRing, 0u) << "the server mapped our ring";
+  const auto mac = handshake::connector_mac("", h, w->nonce);
+  ASSERT_EQ(::send(fd, mac.data(), mac.size(), 0), static_cast<ssize_t>(mac.size()));
+  Message good;
+  good.header.name = "fine";
+  auto frames = wire::encode(good);
+  std::vector<std::byte> bad(wire::kHeaderBytes, std::byte{0});
+  bad[0] = std::byte{9};  // unknown frame type
+  frames.insert(frames.end(), bad.begin(), bad.end());
+  ASSERT_EQ(ring->write(frames), frames.size());
+  if (ring->publish()) {
+    const char bell = 0;
+    ASSERT_EQ(::send(fd, &bell, 1, 0), 1);
+  }
+  EXPECT_TRUE(closed_by_peer(fd));
+  ::close(fd);
+  ASSERT_TRUE(eventually([&] { return !server.lost().empty(); }));
+  EXPECT_EQ(server.received_count(), 1u);  // the good frame before the bad one
+  EXPECT_NE(server.lost()[0].why.find("unknown frame type"), std::string::npos);
 }
 
 TEST(SocketTransport, MalformedFrameFromAPeerDropsItsConnection) {

@@ -63,7 +63,8 @@ bool same_hello(const Hello& a, const Hello& b) {
   return a.protocol == b.protocol && a.secured == b.secured &&
          a.cluster_version == b.cluster_version && a.source_rank == b.source_rank &&
          a.destination_rank == b.destination_rank && a.nonce == b.nonce &&
-         a.nonce_address == b.nonce_address;
+         a.nonce_address == b.nonce_address && a.ring_fd == b.ring_fd &&
+         a.ring_bytes == b.ring_bytes;
 }
 
 bool same_welcome(const Welcome& a, const Welcome& b) {

@@ -1,0 +1,174 @@
+#include "real/shm_ring.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <system_error>
+
+#include "real/sockets.h"
+
+namespace kf {
+namespace {
+
+constexpr std::uint64_t kMagic = 0x474E4952464B;  // "KFRING"
+constexpr std::size_t kHeaderBytes = 4096;        // the data starts on the next page
+
+}  // namespace
+
+bool ShmRing::valid_capacity(std::size_t capacity) {
+  return std::has_single_bit(capacity) && capacity >= kMinCapacity && capacity <= kMaxCapacity;
+}
+
+// The first page of the shared file. Each side's counter has a cache line of its own, so the
+// producer's writes of the tail do not evict the consumer's head and the other way round.
+struct ShmRing::Header {
+  std::uint64_t magic;
+  std::uint64_t capacity;
+  std::byte tag[kTagBytes];
+  alignas(64) std::atomic<std::uint64_t> tail;   // written by the producer: bytes published
+  alignas(64) std::atomic<std::uint64_t> head;   // written by the consumer: bytes consumed
+  alignas(64) std::atomic<std::uint32_t> armed;  // 1: the consumer sleeps, ring the doorbell
+};
+// The counters are shared between processes: they must be plain memory, never a lock.
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+ShmRing::ShmRing(void* map, std::size_t map_bytes, Fd fd, std::size_t capacity)
+    : map_(map), map_bytes_(map_bytes), fd_(std::move(fd)), capacity_(capacity) {
+  static_assert(sizeof(Header) <= kHeaderBytes);
+}
+
+ShmRing::~ShmRing() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+ShmRing::Header& ShmRing::header() const {
+  return *static_cast<Header*>(map_);
+}
+
+std::byte* ShmRing::data() const {
+  return static_cast<std::byte*>(map_) + kHeaderBytes;
+}
+
+std::unique_ptr<ShmRing> ShmRing::create(std::size_t capacity, Tag tag) {
+  if (!valid_capacity(capacity)) {
+    throw std::invalid_argument(
+        fmt::format("shared-memory ring of {} bytes: expected a power of two from {} to {}",
+                    capacity, kMinCapacity, kMaxCapacity));
+  }
+  Fd fd(::memfd_create("kungfu-ring", MFD_CLOEXEC));
+  if (!fd) throw std::system_error(errno, std::generic_category(), "memfd_create");
+  const std::size_t bytes = kHeaderBytes + capacity;
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
+    throw std::system_error(errno, std::generic_category(), "ftruncate of a ring");
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (map == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap of a ring");
+  auto* h = new (map) Header{};
+  h->magic = kMagic;
+  h->capacity = capacity;
+  std::memcpy(h->tag, tag.data(), kTagBytes);
+  return std::unique_ptr<ShmRing>(new ShmRing(map, bytes, std::move(fd), capacity));
+}
+
+std::unique_ptr<ShmRing> ShmRing::open_peer(pid_t pid, int fd, std::size_t capacity, Tag tag,
+                                            std::string& why) {
+  if (!valid_capacity(capacity)) {
+    why = fmt::format("a ring of {} bytes is out of bounds", capacity);
+    return nullptr;
+  }
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd);
+  Fd file(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!file) {
+    why = fmt::format("cannot open {}: {}", path, net::errno_text(errno));
+    return nullptr;
+  }
+  const std::size_t bytes = kHeaderBytes + capacity;
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::size_t>(st.st_size) != bytes) {
+    why = fmt::format("{} is not a ring of {} bytes", path, capacity);
+    return nullptr;
+  }
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file.get(), 0);
+  if (map == MAP_FAILED) {
+    why = fmt::format("cannot map {}: {}", path, net::errno_text(errno));
+    return nullptr;
+  }
+  // Owned from here: an early return unmaps it.
+  std::unique_ptr<ShmRing> ring(new ShmRing(map, bytes, Fd(), capacity));
+  const Header& h = ring->header();
+  if (h.magic != kMagic || h.capacity != capacity ||
+      std::memcmp(h.tag, tag.data(), kTagBytes) != 0) {
+    why = fmt::format("{} is not the ring the handshake names", path);
+    return nullptr;
+  }
+  ring->head_ = h.head.load(std::memory_order_acquire);
+  ring->tail_ = ring->head_;
+  return ring;
+}
+
+std::size_t ShmRing::write(std::span<const std::byte> bytes) {
+  std::size_t free = capacity_ - static_cast<std::size_t>(tail_ - head_seen_);
+  if (free < bytes.size()) {
+    head_seen_ = header().head.load(std::memory_order_acquire);
+    free = capacity_ - static_cast<std::size_t>(tail_ - head_seen_);
+  }
+  const std::size_t n = std::min(free, bytes.size());
+  const std::size_t at = static_cast<std::size_t>(tail_) & (capacity_ - 1);
+  const std::size_t first = std::min(n, capacity_ - at);
+  std::memcpy(data() + at, bytes.data(), first);
+  std::memcpy(data(), bytes.data() + first, n - first);
+  tail_ += n;
+  return n;
+}
+
+bool ShmRing::publish() {
+  Header& h = header();
+  // Sequentially consistent, against arm(): either the consumer sees this tail before it sleeps,
+  // or this sees its request for a doorbell.
+  h.tail.store(tail_, std::memory_order_seq_cst);
+  if (h.armed.load(std::memory_order_seq_cst) == 0) return false;
+  return h.armed.exchange(0, std::memory_order_seq_cst) != 0;
+}
+
+std::pair<std::span<const std::byte>, std::span<const std::byte>> ShmRing::readable() {
+  if (corrupt_) return {};
+  tail_ = header().tail.load(std::memory_order_acquire);
+  const std::uint64_t length = tail_ - head_;
+  if (length > capacity_) {
+    corrupt_ = true;
+    return {};
+  }
+  const std::size_t at = static_cast<std::size_t>(head_) & (capacity_ - 1);
+  const std::size_t first = std::min(static_cast<std::size_t>(length), capacity_ - at);
+  return {std::span<const std::byte>(data() + at, first),
+          std::span<const std::byte>(data(), static_cast<std::size_t>(length) - first)};
+}
+
+void ShmRing::consume(std::size_t n) {
+  head_ += n;
+  header().head.store(head_, std::memory_order_release);
+}
+
+bool ShmRing::arm() {
+  Header& h = header();
+  h.armed.store(1, std::memory_order_seq_cst);
+  return h.tail.load(std::memory_order_seq_cst) == head_;
+}
+
+void ShmRing::disarm() {
+  Header& h = header();
+  if (h.armed.load(std::memory_order_relaxed) != 0) h.armed.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace kf
