@@ -223,12 +223,12 @@ void EpollLoop::run() {
   std::array<epoll_event, 64> events;
   bool spun = false;  // polled since the last work: the next wait sleeps
   for (;;) {
-    for (;;) {
-      const bool worked = run_ready_work();
-      const bool polled = run_pollers();  // even when there were tasks
-      if (!worked && !polled) break;
+    while (run_ready_work())
       spun = false;
-    }
+    // Once a turn, then the descriptors get their turn too: a peer that keeps its ring full
+    // must not starve the sockets and the other peers.
+    const bool polled = run_pollers();
+    if (polled) spun = false;
     TimePoint next;
     {
       std::lock_guard lock(mu_);
@@ -245,18 +245,18 @@ void EpollLoop::run() {
       if (busy) continue;
     }
     int n;
-    if (busy_poll()) {
+    if (polled || busy_poll()) {
       n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 0);
       // Nothing ready: let another thread of this core run before looking again (a no-op on a
       // core of its own, and what keeps an oversubscribed host from stalling).
-      if (n == 0) std::this_thread::yield();
+      if (n == 0 && !polled) std::this_thread::yield();
     } else if (!spun) {
       // Idle only now: poll for a moment before sleeping, as the next message or post of a run
       // of small collectives usually comes within it. Afterwards the loop goes round once more
       // (a timer posted meanwhile is armed there), then sleeps.
-      bool polled = false;
-      n = poll_briefly(events, polled);
-      spun = n == 0 && !polled;
+      bool polled_meanwhile = false;
+      n = poll_briefly(events, polled_meanwhile);
+      spun = n == 0 && !polled_meanwhile;
     } else if (!arm_pollers()) {
       disarm_pollers();  // a ring filled meanwhile: round again instead of sleeping
       spun = false;
