@@ -198,6 +198,14 @@ void SocketTransport::refuse(ConnId id, const std::string& why) {
 void SocketTransport::lose_peer(int rank, const std::string& why) {
   const auto r = static_cast<std::size_t>(rank);
   if (lost_[r]) return;
+  // What the peer wrote into its ring before it went is delivered first, whichever of its two
+  // connections showed the end first: a socket's bytes are read before its end the same way.
+  if (const auto it = conns_.find(inbound_[r]);
+      it != conns_.end() && it->second->ring && it->second->phase == Conn::Phase::established) {
+    bool found = false;
+    drain_ring(it->first, found);
+    if (lost_[r]) return;  // draining found it broken, and lost it already
+  }
   lost_[r] = true;
   waiting_[r].clear();
   pending_acks_[r].clear();
