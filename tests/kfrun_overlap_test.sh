@@ -2,9 +2,10 @@
 # Overlap on real processes: kfrun starts 2 kftrain workers (ResNet-50's real gradient tensors,
 # every allreduce checked with -verify) whose steps take 120 ms of profiled compute. With
 # --bucketing kungfu, ddp and horovod the first bucket is ready long before the compute ends, so
-# in every step of every worker the communication must start before the compute is done:
-# steps.csv's exposed_comm_s is less than comm_s. With none, communication follows the compute
-# and the column is absent. Bad flags exit non-zero naming the flag.
+# in every step but the first of every worker the communication must start before the compute is
+# done: steps.csv's exposed_comm_s is less than comm_s (step 0: see below). With none,
+# communication follows the compute and the column is absent. Bad flags exit non-zero naming the
+# flag.
 #   kfrun_overlap_test.sh KFRUN KFTRAIN
 set -uo pipefail
 KFRUN="$1"
@@ -35,8 +36,17 @@ if mode == "none":
 hidden = [float(r["comm_s"]) - float(r["exposed_comm_s"]) for r in rows]
 print(f"  {mode}: communication hidden behind compute per step (ms): "
       + " ".join(f"{h * 1e3:.1f}" for h in hidden))
+# Step 0 need not overlap (it must still record sane columns). Nothing aligns the workers before
+# it, and it is the step that allocates the 100 MB of gradient buffers (zero-filled on the loop,
+# inside the step): on a host slow to fault pages in, the workers start its compute hundreds of ms
+# apart. The later one then gets the earlier one's buckets before its own collectives exist, and
+# after the engine's remote_hold copies them out on its loop into fresh memory, which can outlast
+# its whole compute: its marks and its compute's end then run in one go, so no communication of
+# that worker starts while it computes (with horovod, whose launches wait for the next cycle tick,
+# none at all; kungfu and ddp launch in the mark, microseconds before the end). From step 1 on,
+# the previous step's allreduce aligns the workers and the buffers are warm: no such excuse.
 bad = [(r["rank"], r["step"]) for r, h in zip(rows, hidden)
-       if h <= 0 or float(r["exposed_comm_s"]) < 0]
+       if (h <= 0 if r["step"] != "0" else h < 0) or float(r["exposed_comm_s"]) < 0]
 sys.exit(f"  {mode}: no overlap in (rank, step) {bad}" if bad else 0)
 PY
   then echo "ok   $mode"; else fail "$mode"; fi
