@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -708,6 +709,28 @@ TEST(SocketTransport, AFloodOfStrangersIsLoggedAtARateLimitWithACount) {
   EXPECT_EQ(shown + counted, kStrangers) << "every refusal is shown or counted";
 }
 
+// Sends `hello` on a raw connection and reads the Welcome; nullopt if none came.
+std::optional<handshake::Welcome> say_hello(int fd, const handshake::Hello& hello) {
+  const auto bytes = handshake::encode(hello);
+  if (::send(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) return {};
+  std::vector<std::byte> welcome(handshake::kWelcomeBytes);
+  if (::recv(fd, welcome.data(), welcome.size(), MSG_WAITALL) !=
+      static_cast<ssize_t>(welcome.size()))
+    return {};
+  return handshake::decode_welcome(welcome);
+}
+
+// A good frame ("fine"), then a header of an unknown frame type.
+std::vector<std::byte> good_then_bad_frames() {
+  Message good;
+  good.header.name = "fine";
+  auto frames = wire::encode(good);
+  std::vector<std::byte> bad(wire::kHeaderBytes, std::byte{0});
+  bad[0] = std::byte{9};  // unknown frame type
+  frames.insert(frames.end(), bad.begin(), bad.end());
+  return frames;
+}
+
 // A raw Unix-socket client on this host, at the worker 127.0.0.1:port.
 int raw_unix_connect(std::uint16_t port) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -736,22 +759,12 @@ TEST(SocketTransport, AMalformedFrameInARingDropsItsConnection) {
   auto ring = ShmRing::create(4096, h.nonce);
   h.ring_fd = static_cast<std::uint32_t>(ring->fd());
   h.ring_bytes = 4096;
-  const auto hello = handshake::encode(h);
-  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  std::vector<std::byte> welcome(handshake::kWelcomeBytes);
-  ASSERT_EQ(::recv(fd, welcome.data(), welcome.size(), MSG_WAITALL),
-            static_cast<ssize_t>(welcome.size()));
-  const auto w = handshake::decode_welcome(welcome);
+  const auto w = say_hello(fd, h);
   ASSERT_TRUE(w);
   ASSERT_NE(w->flags & handshake::kWelcomeRing, 0u) << "the server mapped our ring";
   const auto mac = handshake::connector_mac("", h, w->nonce);
   ASSERT_EQ(::send(fd, mac.data(), mac.size(), 0), static_cast<ssize_t>(mac.size()));
-  Message good;
-  good.header.name = "fine";
-  auto frames = wire::encode(good);
-  std::vector<std::byte> bad(wire::kHeaderBytes, std::byte{0});
-  bad[0] = std::byte{9};  // unknown frame type
-  frames.insert(frames.end(), bad.begin(), bad.end());
+  const auto frames = good_then_bad_frames();
   ASSERT_EQ(ring->write(frames), frames.size());
   if (ring->publish()) {
     const char bell = 0;
@@ -771,22 +784,12 @@ TEST(SocketTransport, MalformedFrameFromAPeerDropsItsConnection) {
   const int fd = raw_connect(base);  // plays rank 1 with no secret, honestly
   ASSERT_GE(fd, 0);
   handshake::Hello h{.source_rank = 1, .destination_rank = 0, .nonce = handshake::fresh_nonce()};
-  auto hello = handshake::encode(h);
-  ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  std::vector<std::byte> welcome(handshake::kWelcomeBytes);
-  ASSERT_EQ(::recv(fd, welcome.data(), welcome.size(), MSG_WAITALL),
-            static_cast<ssize_t>(welcome.size()));
-  const auto w = handshake::decode_welcome(welcome);
+  const auto w = say_hello(fd, h);
   ASSERT_TRUE(w);
   const auto mac = handshake::connector_mac("", h, w->nonce);
   std::vector<std::byte> rest(mac.begin(), mac.end());
-  Message good;
-  good.header.name = "fine";
-  const auto f = wire::encode(good);
-  rest.insert(rest.end(), f.begin(), f.end());
-  std::vector<std::byte> bad(wire::kHeaderBytes, std::byte{0});
-  bad[0] = std::byte{9};  // unknown frame type
-  rest.insert(rest.end(), bad.begin(), bad.end());
+  const auto frames = good_then_bad_frames();
+  rest.insert(rest.end(), frames.begin(), frames.end());
   ASSERT_GT(::send(fd, rest.data(), rest.size(), 0), 0);
   EXPECT_TRUE(closed_by_peer(fd));
   ::close(fd);
