@@ -36,8 +36,9 @@ class ShmRing {
   // A power of two from kMinCapacity to kMaxCapacity.
   static bool valid_capacity(std::size_t capacity);
 
-  // A fresh ring of `capacity` bytes (a power of two, at least 4 KiB) tagged with `tag`, which
-  // the consumer checks. Throws std::system_error if the memory cannot be had.
+  // A fresh ring of `capacity` bytes tagged with `tag`, which the consumer checks. Throws
+  // std::invalid_argument for a capacity valid_capacity refuses, std::system_error if the memory
+  // cannot be had.
   static std::unique_ptr<ShmRing> create(std::size_t capacity, Tag tag);
   // The producer's ring `fd` of process `pid`, mapped here; on failure, nullptr and `why` says
   // what failed (no such process or file, not ours to open, not a ring, another tag).
