@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -23,20 +24,29 @@ constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
 }  // namespace
 
 Status Handle::wait() const {
-  // wait_for(0) reads the state without a syscall, and a caller that is not asleep costs the
-  // completing thread no wake-up. Busy polling spins until done; otherwise a short spin first
-  // (a small collective often completes within it), then sleep.
+  if (!done_) return Status(ErrorCode::invalid_argument, "wait() on an empty kf::Handle");
+  // ready() reads an atomic, and a caller that is not asleep costs the completing thread no
+  // wake-up. Busy polling spins until done; otherwise a short spin first (a small collective
+  // often completes within it), then sleep. With a loop to drive, the spin runs the loop's work
+  // on this thread.
+  const Completion& done = *done_;
   const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-  while (future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+  if (loop_ != nullptr && !done.ready() && !loop_->in_loop_thread()) {
+    loop_->drive_until([&done] { return done.ready(); },
+                       spin_ ? std::nullopt : std::optional(spin_until));
+  }
+  while (!done.ready()) {
     if (!spin_ && std::chrono::steady_clock::now() >= spin_until) break;
     std::this_thread::yield();
   }
-  return future_.get();
+  done.wait();
+  return done.status();
 }
 
 std::optional<Status> Handle::wait_for(Duration limit) const {
-  if (future_.wait_for(limit) != std::future_status::ready) return std::nullopt;
-  return future_.get();
+  if (!done_) return Status(ErrorCode::invalid_argument, "wait_for() on an empty kf::Handle");
+  if (!done_->wait_for(limit)) return std::nullopt;
+  return done_->status();
 }
 
 namespace {
@@ -56,6 +66,15 @@ struct Peer::Impl {
   // since a stopped or vanished peer never answers the bye. Loop thread only.
   bool peer_failed = false;
   StrategyName configured = StrategyName::automatic;  // at construction: what joiners start on
+  std::atomic<bool> drives{false};                    // waiting callers drive the loop
+
+  // Whether this worker has a core of its own in `cluster`, and what follows from it: how the
+  // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives).
+  void fit_cores(const ClusterSpec& cluster, int rank) {
+    const bool own_core = cluster.local_size(rank) <= options.engine.host_cores;
+    loop.set_dedicated_core(own_core);
+    drives.store(options.caller_drives.value_or(own_core), std::memory_order_relaxed);
+  }
 
   mutable std::mutex config_mutex;
   WorkerConfig config;  // the current cluster and this worker's rank in it
@@ -68,18 +87,19 @@ struct Peer::Impl {
 
   // Starts `start(engine, done)` on the loop; the handle completes with `done`'s status.
   Handle launch(std::function<void(Engine&, DoneCallback)> start) {
-    auto promise = std::make_shared<std::promise<Status>>();
-    Handle h(promise->get_future().share(), options.busy_poll);
-    loop.post([this, promise, start = std::move(start)] {
+    auto done = std::make_shared<Completion>();
+    Handle h(done, options.busy_poll, drives.load(std::memory_order_relaxed) ? &loop : nullptr);
+    auto task = [this, done, start = std::move(start)] {
       if (!engine) {
-        promise->set_value(Status(ErrorCode::cancelled, "peer is shutting down"));
+        done->set(Status(ErrorCode::cancelled, "peer is shutting down"));
         return;
       }
-      start(*engine, [this, promise](Status s) {
+      start(*engine, [this, done](Status s) {
         if (s.code() == ErrorCode::timeout || s.code() == ErrorCode::peer_lost) peer_failed = true;
-        promise->set_value(std::move(s));
+        done->set(std::move(s));
       });
-    });
+    };
+    loop.post(std::move(task));
     return h;
   }
 
@@ -105,6 +125,12 @@ Peer Peer::from_env(PeerOptions options) {
     if (it->second != "0" && it->second != "1")
       throw std::invalid_argument(fmt::format("KUNGFU_BUSY_POLL={}: expected 0 or 1", it->second));
     options.busy_poll = it->second == "1";
+  }
+  if (const auto it = env.find("KUNGFU_CALLER_DRIVES"); it != env.end()) {
+    if (it->second != "0" && it->second != "1")
+      throw std::invalid_argument(
+          fmt::format("KUNGFU_CALLER_DRIVES={}: expected 0 or 1", it->second));
+    options.caller_drives = it->second == "1";
   }
   if (const auto it = env.find("KUNGFU_AUTO_DOUBLING");
       it != env.end() && !options.auto_doubling_bytes) {
@@ -163,6 +189,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
   if (p.options.engine.host_cores == 0)
     p.options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
+  p.fit_cores(p.config.cluster, p.config.rank);
   try {
     p.loop.call([&] {
       Transport* transport = nullptr;
@@ -363,6 +390,7 @@ void Peer::Impl::adopt(ClusterSpec next, std::function<void(ResizeResult)> done)
                          done = std::move(done)](Transport& transport) mutable {
                           engine =
                               std::make_unique<Engine>(next, rank, loop, transport, options.engine);
+                          fit_cores(next, rank);
                           for (auto& [source, message] : early)
                             engine->deliver(source, std::move(message));
                           {

@@ -19,6 +19,7 @@
 #include <string>
 #include <type_traits>
 
+#include "launch/completion.h"
 #include "launch/real_membership.h"
 #include "launch/worker_env.h"
 #include "real/socket_transport.h"
@@ -42,6 +43,14 @@ struct PeerOptions {
   // a small collective costs no thread wake-up; it takes a core for the loop and one per waiting
   // caller, so use it with cores to spare (real/epoll_loop.h).
   bool busy_poll = false;
+  // A waiting caller (Handle::wait) runs the peer's loop itself, as MPI's progress engine runs
+  // in the caller: the operation's messages need no hand-off to the loop's thread and back, and
+  // the loop's thread sleeps meanwhile (real/epoll_loop.h). It spins first as wait() would
+  // (throughout, with busy_poll), then sleeps in the loop's own wait. Unset: on while the worker
+  // has a core of its own (its host's workers do not outnumber engine.host_cores); where they
+  // share cores, a worker's spinning caller would hold the core its neighbours' loops need
+  // (docs/performance.md has the measurements). from_env: KUNGFU_CALLER_DRIVES=0 or 1.
+  std::optional<bool> caller_drives;
   // AUTO's allreduces of at most this many bytes go by recursive doubling (the engine's
   // auto_doubling_bytes). Unset: kBusyPollAutoDoublingBytes with busy_poll, else engine's own.
   // from_env: KUNGFU_AUTO_DOUBLING (a size, e.g. 4K; 0: never) when not set here.
@@ -59,21 +68,27 @@ struct ResizeResult {
   bool detached = false;
 };
 
+class EpollLoop;
+
 // The outcome of an async call; wait() may be called more than once and from any thread.
 class Handle {
  public:
   Handle() = default;
   // spin: wait() polls instead of sleeping (the peer's busy-poll mode, PeerOptions::busy_poll).
-  explicit Handle(std::shared_future<Status> f, bool spin = false)
-      : future_(std::move(f)), spin_(spin) {}
+  // loop: set, wait() runs the peer's loop on the waiting thread for a while before it sleeps
+  // (PeerOptions::caller_drives); the loop must outlive every wait() that finds the call pending.
+  explicit Handle(std::shared_ptr<const Completion> done, bool spin = false,
+                  EpollLoop* loop = nullptr)
+      : done_(std::move(done)), spin_(spin), loop_(loop) {}
   Status wait() const;
   // The status once done, or nullopt if `limit` passed first.
   std::optional<Status> wait_for(Duration limit) const;
-  bool ready() const { return wait_for(Duration::zero()).has_value(); }
+  bool ready() const { return done_->ready(); }
 
  private:
-  std::shared_future<Status> future_;
+  std::shared_ptr<const Completion> done_;
   bool spin_ = false;
+  EpollLoop* loop_ = nullptr;
 };
 
 template <typename T>

@@ -14,8 +14,21 @@
 namespace kf {
 namespace {
 
-constexpr std::uint64_t kWakeToken = 0;
-constexpr std::uint64_t kTimerToken = 1;
+constexpr std::uint64_t kWakeToken = 0;        // in park_
+constexpr std::uint64_t kTimerToken = 1;       // in epoll_
+constexpr std::uint64_t kWorkToken = 2;        // epoll_ itself, in park_
+constexpr std::uint64_t kLingerToken = 3;      // in park_
+constexpr std::uint64_t kDriverWakeToken = 4;  // in epoll_
+static_assert(kDriverWakeToken < 8, "watch ids start above the loop's own tokens (next_watch_)");
+
+// epoll_wait's timeout for a deadline on the loop's clock: whole milliseconds, rounded up (a
+// timer runs late by less than one, never early), -1 for none.
+int ms_until_deadline(TimePoint deadline, TimePoint now) {
+  if (deadline == TimePoint::max()) return -1;
+  if (deadline <= now) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+  return static_cast<int>(std::min<std::int64_t>(ms, 1'000'000));
+}
 
 [[noreturn]] void throw_errno(const char* what) {
   throw std::system_error(errno, std::generic_category(), what);
@@ -26,15 +39,26 @@ constexpr std::uint64_t kTimerToken = 1;
 EpollLoop::EpollLoop()
     : epoch_(std::chrono::steady_clock::now()),
       epoll_(::epoll_create1(EPOLL_CLOEXEC)),
+      park_(::epoll_create1(EPOLL_CLOEXEC)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      timer_fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
-  if (!epoll_ || !wake_fd_ || !timer_fd_) throw_errno("EpollLoop: epoll/eventfd/timerfd");
+      driver_wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      timer_fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)),
+      linger_fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK)) {
+  if (!epoll_ || !park_ || !wake_fd_ || !driver_wake_fd_ || !timer_fd_ || !linger_fd_)
+    throw_errno("EpollLoop: epoll/eventfd/timerfd");
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = kWakeToken;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev) != 0) throw_errno("epoll_ctl");
   ev.data.u64 = kTimerToken;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, timer_fd_.get(), &ev) != 0) throw_errno("epoll_ctl");
+  ev.data.u64 = kDriverWakeToken;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, driver_wake_fd_.get(), &ev) != 0)
+    throw_errno("epoll_ctl");
+  ev.data.u64 = kWakeToken;
+  if (::epoll_ctl(park_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev) != 0) throw_errno("epoll_ctl");
+  ev.data.u64 = kLingerToken;
+  if (::epoll_ctl(park_.get(), EPOLL_CTL_ADD, linger_fd_.get(), &ev) != 0) throw_errno("epoll_ctl");
+  ev.data.u64 = kWorkToken;
+  if (::epoll_ctl(park_.get(), EPOLL_CTL_ADD, epoll_.get(), &ev) != 0) throw_errno("epoll_ctl");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -52,30 +76,50 @@ void EpollLoop::wake() {
   [[maybe_unused]] const auto n = ::write(wake_fd_.get(), &one, sizeof one);
 }
 
+void EpollLoop::wake_driver() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(driver_wake_fd_.get(), &one, sizeof one);
+}
+
 void EpollLoop::post(Task task) {
-  bool was_empty;
+  bool wake_loop = false, wake_sleeping_driver = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
-    was_empty = tasks_.empty() && !polling_;
+    // The loop drains every task before it sleeps, so only the first of a burst needs a wake-up,
+    // and a polling loop or a spinning driver needs none. Nor does a loop whose last driver left
+    // moments ago (detached_): the next driver (usually the caller of this post, about to wait)
+    // or the end of the linger runs it.
+    if (tasks_.empty() && !polling_) {
+      wake_loop = drivers_ == 0 && !detached_;
+      wake_sleeping_driver = driver_asleep_;
+    }
     tasks_.push_back(std::move(task));
   }
-  // The loop drains every task before it sleeps, so only the first of a burst needs a wake-up.
-  if (was_empty && !busy_poll() && !in_loop_thread()) wake();
+  if (busy_poll() || in_loop_thread()) return;
+  if (wake_loop) wake();
+  if (wake_sleeping_driver) wake_driver();
 }
 
 Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
   TimerId id;
-  bool earliest;
+  bool wake_loop = false, wake_sleeping_driver = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return 0;  // never fires; cancel(0) is harmless
     const TimePoint deadline = now() + delay;
     id = timers_.add(deadline, std::move(task));
-    earliest = deadline < armed_ && !polling_;  // a polling loop re-arms before it sleeps
+    // The loop re-arms the timerfd before it sleeps (a polling one too), and so does the last
+    // driver as it leaves; a sleeping driver computes its timeout from the deadlines, and a
+    // lingering loop looks at them when the linger ends.
+    if (deadline < armed_ && !polling_) {
+      wake_loop = drivers_ == 0 && !detached_;
+      wake_sleeping_driver = driver_asleep_;
+    }
   }
-  // The loop re-arms the timerfd before it sleeps; a busy loop looks at the timers every turn.
-  if (earliest && !busy_poll() && !in_loop_thread()) wake();
+  if (busy_poll() || in_loop_thread()) return id;
+  if (wake_loop) wake();
+  if (wake_sleeping_driver) wake_driver();
   return id;
 }
 
@@ -91,7 +135,15 @@ EpollLoop::WatchId EpollLoop::watch(int fd, std::uint32_t events, IoCallback cal
   ev.data.u64 = id;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl ADD");
   watches_.emplace(id, Watch{fd, std::make_shared<IoCallback>(std::move(callback))});
+  ++loud_watches_;
   return id;
+}
+
+void EpollLoop::set_quiet(WatchId id, bool quiet) {
+  const auto it = watches_.find(id);
+  if (it == watches_.end() || it->second.quiet == quiet) return;
+  it->second.quiet = quiet;
+  loud_watches_ += quiet ? -1 : 1;
 }
 
 void EpollLoop::modify(WatchId id, std::uint32_t events) {
@@ -107,6 +159,7 @@ void EpollLoop::unwatch(WatchId id) {
   const auto it = watches_.find(id);
   if (it == watches_.end()) return;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
+  if (!it->second.quiet) --loud_watches_;
   watches_.erase(it);
 }
 
@@ -146,6 +199,7 @@ void EpollLoop::stop() {
     stopping_ = true;
   }
   wake();
+  wake_driver();
 }
 
 void EpollLoop::arm_timer(TimePoint deadline) {
@@ -209,7 +263,7 @@ int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events, bool& polled) {
     }
     {
       std::lock_guard lock(mu_);
-      if (!tasks_.empty() || stopping_) break;
+      if (!tasks_.empty() || stopping_ || drivers_ > 0) break;
     }
     if (std::chrono::steady_clock::now() >= until) break;
     std::this_thread::yield();
@@ -219,30 +273,152 @@ int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events, bool& polled) {
   return n;
 }
 
+class EpollLoop::Owner {
+ public:
+  explicit Owner(EpollLoop& loop) : loop_(loop) {
+    loop_.owner_.store(std::this_thread::get_id(), std::memory_order_release);
+  }
+  ~Owner() { loop_.owner_.store(std::thread::id(), std::memory_order_release); }
+  Owner(const Owner&) = delete;
+  Owner& operator=(const Owner&) = delete;
+
+ private:
+  EpollLoop& loop_;
+};
+
+void EpollLoop::arm_if_earlier() {
+  // Re-armed only for an earlier deadline: a timerfd armed too early wakes the loop once for
+  // nothing (then it re-arms), which is cheaper than a timerfd_settime for every operation whose
+  // deadline is set and cancelled (each collective's timeout) before it fires.
+  const TimePoint next = timers_.next_deadline();
+  if (next < armed_) {
+    armed_ = next;
+    arm_timer(next);
+  }
+}
+
+void EpollLoop::dispatch(const std::array<epoll_event, 64>& events, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t token = events[static_cast<std::size_t>(i)].data.u64;
+    if (token == kDriverWakeToken) {
+      std::uint64_t count;
+      [[maybe_unused]] const auto r = ::read(driver_wake_fd_.get(), &count, sizeof count);
+      continue;
+    }
+    if (token == kTimerToken) {
+      std::uint64_t count;
+      [[maybe_unused]] const auto r = ::read(timer_fd_.get(), &count, sizeof count);
+      std::lock_guard lock(mu_);
+      armed_ = TimePoint::max();  // fired: re-arm for whatever is next
+      continue;
+    }
+    const auto it = watches_.find(token);
+    if (it == watches_.end()) continue;   // unwatched earlier in this batch
+    auto callback = it->second.callback;  // survives an unwatch from inside the callback
+    (*callback)(events[static_cast<std::size_t>(i)].events);
+    std::lock_guard lock(mu_);
+    if (stopping_) break;
+  }
+}
+
+void EpollLoop::sleep_until_woken() {
+  // Woken by a post or stop (wake_fd_), or by epoll_'s fds and timer while no caller drives. The
+  // events themselves are taken afterwards from epoll_, under drive_: a driver may have taken
+  // them meanwhile, so what woke us may be gone.
+  std::array<epoll_event, 2> events;
+  int n;
+  do {
+    n = ::epoll_wait(park_.get(), events.data(), static_cast<int>(events.size()), -1);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) throw_errno("epoll_wait");
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t token = events[static_cast<std::size_t>(i)].data.u64;
+    std::uint64_t count;
+    if (token == kWakeToken) {
+      [[maybe_unused]] const auto r = ::read(wake_fd_.get(), &count, sizeof count);
+    } else if (token == kLingerToken) {  // the linger is over: reattach_after_drivers sees it
+      [[maybe_unused]] const auto r = ::read(linger_fd_.get(), &count, sizeof count);
+      std::lock_guard lock(mu_);
+      linger_armed_ = false;
+    }
+  }
+}
+
+void EpollLoop::arm_linger(Duration left) {
+  itimerspec spec{};
+  spec.it_value.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
+  spec.it_value.tv_nsec =
+      static_cast<long>(std::max<std::int64_t>(left.count() % 1'000'000'000, 1000));
+  ::timerfd_settime(linger_fd_.get(), 0, &spec, nullptr);
+  linger_armed_ = true;
+}
+
+void EpollLoop::reattach_after_drivers() {
+  if (!detached_ || drivers_ > 0) return;
+  const TimePoint t = now();
+  if (t < linger_until_ && tasks_.empty() && timers_.next_deadline() > t) {
+    // Drivers came and went since the timer was set: it fired early, wait out the rest.
+    if (!linger_armed_) arm_linger(linger_until_ - t);
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWorkToken;
+  ::epoll_ctl(park_.get(), EPOLL_CTL_ADD, epoll_.get(), &ev);
+  detached_ = false;
+}
+
 void EpollLoop::run() {
   std::array<epoll_event, 64> events;
   bool spun = false;  // polled since the last work: the next wait sleeps
   for (;;) {
+    bool driven;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) break;
+      reattach_after_drivers();
+      // A caller runs the work, or the last one left moments ago: out of their way.
+      driven = detached_;
+    }
+    if (driven) {
+      if (busy_poll()) {
+        std::this_thread::yield();  // the user gave the loop a core: keep it, and look again
+      } else {
+        sleep_until_woken();
+        spun = false;
+      }
+      continue;
+    }
+    std::unique_lock drive(drive_);
+    std::optional<Owner> owner(std::in_place, *this);
     while (run_ready_work())
       spun = false;
+    disarm_pollers();  // armed before the last sleep, if it slept
     // Once a turn, then the descriptors get their turn too: a peer that keeps its ring full
     // must not starve the sockets and the other peers.
     const bool polled = run_pollers();
     if (polled) spun = false;
-    TimePoint next;
     {
       std::lock_guard lock(mu_);
       if (stopping_) break;
-      next = timers_.next_deadline();
-      const bool busy = !tasks_.empty();
-      // Re-armed only for an earlier deadline: a timerfd armed too early wakes the loop once for
-      // nothing (then it re-arms), which is cheaper than a timerfd_settime for every operation
-      // whose deadline is set and cancelled (each collective's timeout) before it fires.
-      if (next < armed_) {
-        armed_ = next;
-        arm_timer(next);
+      if (drivers_ > 0) continue;
+      arm_if_earlier();
+      if (!tasks_.empty()) continue;
+    }
+    if (spun && !busy_poll()) {
+      // Idle after a brief poll: sleep, without drive_ so that a caller may drive meanwhile. A
+      // post, a timer or a message that comes after the look above wakes it; the rings are
+      // armed first, under drive_ (a ring that filled meanwhile: round again).
+      if (!arm_pollers()) {
+        disarm_pollers();
+        spun = false;
+        continue;
       }
-      if (busy) continue;
+      owner.reset();
+      drive.unlock();
+      sleep_until_woken();
+      spun = false;
+      continue;
     }
     int n;
     if (polled || busy_poll()) {
@@ -250,52 +426,125 @@ void EpollLoop::run() {
       // Nothing ready: let another thread of this core run before looking again (a no-op on a
       // core of its own, and what keeps an oversubscribed host from stalling).
       if (n == 0 && !polled) std::this_thread::yield();
-    } else if (!spun) {
+    } else {
       // Idle only now: poll for a moment before sleeping, as the next message or post of a run
       // of small collectives usually comes within it. Afterwards the loop goes round once more
       // (a timer posted meanwhile is armed there), then sleeps.
       bool polled_meanwhile = false;
       n = poll_briefly(events, polled_meanwhile);
       spun = n == 0 && !polled_meanwhile;
-    } else if (!arm_pollers()) {
-      disarm_pollers();  // a ring filled meanwhile: round again instead of sleeping
-      spun = false;
-      continue;
-    } else {
-      n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), -1);
-      disarm_pollers();
     }
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno("epoll_wait");
     }
     if (n > 0) spun = false;
-    for (int i = 0; i < n; ++i) {
-      const std::uint64_t token = events[static_cast<std::size_t>(i)].data.u64;
-      if (token == kWakeToken) {
-        std::uint64_t count;
-        [[maybe_unused]] const auto r = ::read(wake_fd_.get(), &count, sizeof count);
-        continue;
-      }
-      if (token == kTimerToken) {
-        std::uint64_t count;
-        [[maybe_unused]] const auto r = ::read(timer_fd_.get(), &count, sizeof count);
-        std::lock_guard lock(mu_);
-        armed_ = TimePoint::max();  // fired: re-arm for whatever is next
-        continue;
-      }
-      const auto it = watches_.find(token);
-      if (it == watches_.end()) continue;   // unwatched earlier in this batch
-      auto callback = it->second.callback;  // survives an unwatch from inside the callback
-      (*callback)(events[static_cast<std::size_t>(i)].events);
-      std::lock_guard lock(mu_);
-      if (stopping_) break;
-    }
+    dispatch(events, n);
   }
   std::unique_lock lock(mu_);
   auto dropped_tasks = std::move(tasks_);
   auto dropped_timers = timers_.take();
   lock.unlock();
+}
+
+bool EpollLoop::drive_until(const std::function<bool()>& done,
+                            std::optional<std::chrono::steady_clock::time_point> spin_until) {
+  if (done()) return true;
+  const auto spinning = [&spin_until] {
+    return !spin_until || std::chrono::steady_clock::now() < *spin_until;
+  };
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    // The first driver takes epoll_ out of what the loop's thread sleeps on (unless the last one
+    // left it out, lingering): the messages this caller serves must not wake that thread too.
+    if (drivers_++ == 0 && !detached_) {
+      ::epoll_ctl(park_.get(), EPOLL_CTL_DEL, epoll_.get(), nullptr);
+      detached_ = true;
+    }
+  }
+  bool finished = false;
+  std::array<epoll_event, 64> events;
+  for (;;) {
+    if ((finished = done()) || !spinning()) break;
+    std::unique_lock drive(drive_, std::try_to_lock);
+    if (!drive.owns_lock()) {  // the loop's thread (it leaves soon) or another caller drives
+      std::this_thread::yield();
+      continue;
+    }
+    const Owner owner(*this);
+    disarm_pollers();  // the loop's thread may have armed them before it slept
+    while (!(finished = done())) {
+      const bool worked = run_ready_work();
+      const bool ran = run_pollers() || worked;
+      // Work keeps the driver spinning, as it keeps the loop's thread polling (poll_briefly): a
+      // large collective's next message comes within a step's time, not the whole operation's.
+      if (ran && spin_until) spin_until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+      const bool quiet_spin = loud_watches_ == 0 && dedicated_core();
+      int timeout = 0;
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) break;
+        // Past the spin: sleep in the loop's own wait, woken by a message, a post (driver_asleep_
+        // makes posts write driver_wake_fd_, in epoll_) or the next timer's deadline.
+        if (!ran && tasks_.empty() && !spinning()) {
+          timeout = ms_until_deadline(timers_.next_deadline(), now());
+          driver_asleep_ = true;
+        }
+      }
+      // Asleep, the driver must be rung like the loop's thread: its rings armed first.
+      if (timeout != 0 && !arm_pollers()) {
+        disarm_pollers();
+        std::lock_guard lock(mu_);
+        driver_asleep_ = false;
+        continue;
+      }
+      // Spinning on a core of its own with only quiet descriptors (peers' rings carry the
+      // messages), the driver looks at them every kDescriptorLook: a look costs more than a
+      // small message through a ring.
+      if (timeout == 0 && quiet_spin) {
+        const auto t = std::chrono::steady_clock::now();
+        if (t < next_look_) continue;
+        next_look_ = t + kDescriptorLook;
+      }
+      const int n =
+          ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
+      if (timeout != 0) {
+        disarm_pollers();
+        std::lock_guard lock(mu_);
+        driver_asleep_ = false;
+      }
+      if (n > 0) {
+        dispatch(events, n);
+      } else if (!ran && timeout == 0 && !dedicated_core()) {
+        std::this_thread::yield();  // another worker of this core may be waiting for it
+      }
+    }
+    // What the finished work posted last (an operation's clean-up) is cheaper to run here than
+    // to wake the loop's thread for.
+    if (finished) run_ready_work();
+    break;
+  }
+  std::lock_guard lock(mu_);
+  if (!finished) hand_back_ = true;  // still waiting, without driving: no linger for it
+  if (--drivers_ == 0) {
+    arm_if_earlier();
+    if (!hand_back_) {
+      // Back to the loop's thread after kDriverLinger, unless a caller drives again by then: a
+      // run of blocking collectives keeps their messages off the loop's thread even when a
+      // peer's comes between two of them. Each leave pushes the deadline back. A post left
+      // queued (or posted meanwhile) wakes the loop's thread at once.
+      linger_until_ = now() + kDriverLinger;
+      if (!linger_armed_) arm_linger(kDriverLinger);  // else it fires early and is re-armed
+      if (!tasks_.empty() || stopping_) wake();
+    } else {
+      // A caller gave up driving and waits for its result: the loop's thread takes over now.
+      hand_back_ = false;
+      linger_until_ = now();
+      wake();
+    }
+  }
+  return finished;
 }
 
 }  // namespace kf

@@ -1,7 +1,13 @@
-// EpollLoop: the real world's Executor for a peer with sockets. One thread runs posted tasks,
-// fires timers (timerfd, nanosecond deadlines on the steady clock) and dispatches readiness of
-// watched file descriptors, so the engine, the transport and every socket of a peer live on one
-// thread with no locks. post/post_after may be called from any thread (an eventfd wakes the loop).
+// EpollLoop: the real world's Executor for a peer with sockets. It runs posted tasks, fires timers
+// (timerfd, nanosecond deadlines on the steady clock) and dispatches readiness of watched file
+// descriptors, so the engine, the transport and every socket of a peer live in one loop with no
+// locks of their own. post/post_after may be called from any thread (an eventfd wakes the loop).
+//
+// The loop's work runs on one thread at a time, its own by default. A caller waiting for a result
+// may run the loop itself instead (drive_until), as MPI's progress engine runs in the caller: a
+// small collective then costs no hand-off between threads, where a post and a completion each
+// cost a wake-up. The loop's thread sleeps meanwhile and is not woken by the sockets the caller
+// serves. "Loop context" below means whichever thread runs the loop's work at the moment.
 #pragma once
 
 #include <sys/epoll.h>
@@ -16,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
@@ -61,23 +68,48 @@ class EpollLoop final : public Executor {
   }
   bool busy_poll() const { return busy_poll_.load(std::memory_order_relaxed); }
 
+  // Whether the worker has a core of its own (its host's workers do not outnumber the cores). A
+  // driver spinning on a shared core yields it after every idle turn, for the other workers
+  // there; on its own it keeps it, as a yield is a system call. Off (shared) by default.
+  void set_dedicated_core(bool on) { dedicated_core_.store(on, std::memory_order_relaxed); }
+  bool dedicated_core() const { return dedicated_core_.load(std::memory_order_relaxed); }
+
   TimePoint now() const override;
   void post(Task task) override;
   TimerId post_after(Duration delay, Task task) override;
   void cancel(TimerId id) override;
 
-  // Loop thread only. `fd` stays owned by the caller; unwatch it before closing it. Callbacks get
+  // Loop context only. `fd` stays owned by the caller; unwatch it before closing it. Callbacks get
   // the epoll event bits; a callback may unwatch any fd, its own included.
   WatchId watch(int fd, std::uint32_t events, IoCallback callback);
   void modify(WatchId id, std::uint32_t events);
+  // A quiet watch wakes the loop rarely: a listening socket, or a connection whose messages go
+  // through a poller (a ring) and whose socket carries only doorbells and its end. A driver
+  // spinning on a core of its own (set_dedicated_core) looks at the descriptors only every
+  // kDescriptorLook while all of them are quiet, and at every turn otherwise.
+  void set_quiet(WatchId id, bool quiet);
   void unwatch(WatchId id);
-  // Loop thread only. The poller is not owned; remove it before it dies (a poller may remove
+  // Loop context only. The poller is not owned; remove it before it dies (a poller may remove
   // itself or another from inside poll()).
   void add_poller(Poller* poller);
   void remove_poller(Poller* poller);
 
   void stop();  // idempotent; the loop exits after the task or callback running now
-  bool in_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // True on the thread that runs the loop's work now: the loop's own, or a driving caller.
+  bool in_loop_thread() const {
+    return owner_.load(std::memory_order_acquire) == std::this_thread::get_id();
+  }
+
+  // Runs the loop's work on the calling thread until done() is true or stop() is called, and
+  // returns done(). Until `spin_until` (always, if nullopt), pushed back to kPollBeforeSleep after
+  // each turn that found work, it polls; after it, it sleeps in the loop's own wait, woken by a
+  // message, a post or a timer, as the loop's thread would. If
+  // another thread drives the loop meanwhile, the caller waits its turn only until `spin_until`,
+  // then returns false (it must wait for its result by other means; the loop's thread takes
+  // over). done() is read on this thread and must not block. Not from loop context, and never
+  // while the loop is being destroyed.
+  bool drive_until(const std::function<bool()>& done,
+                   std::optional<std::chrono::steady_clock::time_point> spin_until);
 
   // Runs `fn` on the loop and waits for its result (or exception). Not from the loop itself.
   template <typename F>
@@ -94,13 +126,23 @@ class EpollLoop final : public Executor {
   struct Watch {
     int fd;
     std::shared_ptr<IoCallback> callback;
+    bool quiet = false;  // set_quiet
   };
+  // Marks the calling thread as the loop context while it holds drive_.
+  class Owner;
   void run();
+  void dispatch(const std::array<epoll_event, 64>& events, int n);
+  void sleep_until_woken();  // the loop's thread, without drive_: epoll_wait on park_
+  void arm_if_earlier();     // under mu_: the timerfd for the earliest deadline, if it is earlier
+  // Under mu_: epoll_ back into park_ once no caller drives and the linger is over (or work waits).
+  void reattach_after_drivers();
+  void arm_linger(Duration left);  // under mu_: linger_fd_ fires in `left`
   // Polls the watched descriptors without sleeping for up to kPollBeforeSleep, or until an event,
   // a post or stop: epoll_wait's result (0: nothing came).
   // `polled` says whether the pollers found work meanwhile.
   int poll_briefly(std::array<epoll_event, 64>& events, bool& polled);
-  void wake();
+  void wake();         // the loop's thread
+  void wake_driver();  // a driver asleep in epoll_wait on epoll_
   void arm_timer(TimePoint deadline);
   bool run_ready_work();  // tasks and due timers; true if it ran anything
   bool run_pollers();     // true if any poller found work
@@ -108,20 +150,41 @@ class EpollLoop final : public Executor {
   void disarm_pollers();
 
   const std::chrono::steady_clock::time_point epoch_;
-  Fd epoll_;
-  Fd wake_fd_;   // eventfd: post() from other threads
-  Fd timer_fd_;  // timerfd: the earliest timer deadline
+  Fd epoll_;    // the watched fds and timer_fd_: what the loop's work waits on
+  Fd park_;     // what the loop's thread sleeps on: wake_fd_, and epoll_ while no caller drives
+  Fd wake_fd_;  // eventfd in park_: post() from other threads, stop()
+  Fd driver_wake_fd_;  // eventfd in epoll_: the same for a driver asleep there
+  Fd timer_fd_;        // timerfd: the earliest timer deadline
+  Fd linger_fd_;       // timerfd in park_: kDriverLinger after the last driver left
+  // Held by whichever thread runs the loop's work (the loop's own or a driving caller); owner_
+  // names it. Taken before mu_, never the other way round.
+  std::mutex drive_;
+  std::atomic<std::thread::id> owner_{};
   mutable std::mutex mu_;
   std::deque<Task> tasks_;
   TimerQueue timers_;
   bool stopping_ = false;
   std::atomic<bool> busy_poll_{false};
+  std::atomic<bool> dedicated_core_{false};
   bool polling_ = false;  // under mu_: the loop is in poll_briefly
+  // Under mu_: callers in drive_until; epoll_ is out of park_ (detached_) while there are any,
+  // and until linger_until_ (kDriverLinger after the last left) or until work is queued.
+  int drivers_ = 0;
+  bool detached_ = false;
+  TimePoint linger_until_{};
+  bool linger_armed_ = false;   // linger_fd_ is set and has not fired
+  bool driver_asleep_ = false;  // a driver past its spin sleeps in epoll_wait on epoll_
+  bool hand_back_ = false;      // a caller gave up driving unfinished: the last leaves no linger
+  static constexpr Duration kDriverLinger = std::chrono::microseconds(200);
+  static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
   static constexpr auto kPollBeforeSleep = std::chrono::microseconds(50);
   TimePoint armed_ = TimePoint::max();
-  // Loop thread only.
+  // Loop context only.
   std::unordered_map<WatchId, Watch> watches_;
-  WatchId next_watch_ = 2;        // 0 and 1 are the eventfd and timerfd
+  WatchId next_watch_ = 8;  // below: the loop's own tokens (real/epoll_loop.cc)
+  int loud_watches_ = 0;    // watches not set_quiet
+  // A spinning driver's next look at quiet descriptors (drive_until). Loop context only.
+  std::chrono::steady_clock::time_point next_look_{};
   std::vector<Poller*> pollers_;  // removed ones are null until the next turn compacts them
   std::thread thread_;            // last: starts after everything above exists
 };

@@ -86,6 +86,7 @@ void SocketTransport::start() {
     const Fd* lp = &l;
     listener_watches_.push_back(
         loop_.watch(l.get(), EPOLLIN, [this, lp](std::uint32_t) { on_accept(*lp); }));
+    loop_.set_quiet(listener_watches_.back(), true);  // connections come once
   }
   const TimePoint deadline = loop_.now() + options_.connect_timeout;
   for (int r = 0; r < cluster_.size(); ++r) {

@@ -171,6 +171,7 @@ void SocketTransport::take_welcome(Conn& c) {
   c.lend = (w->flags & handshake::kWelcomeLend) != 0;
   if (c.ring && (w->flags & handshake::kWelcomeRing) != 0) {
     c.ring->close_fd();  // mapped on the other side: the memory stays while either maps it
+    loop_.set_quiet(c.watch, true);  // its socket now carries only doorbells and its end
     ++stats_.rings;
   } else {
     c.ring.reset();
@@ -299,6 +300,7 @@ void SocketTransport::accept_proof(Conn& c) {
   slot = c.id;
   if (c.ring) {
     ring_readers_.push_back(c.id);
+    loop_.set_quiet(c.watch, true);  // its socket now carries only doorbells and its end
     ++stats_.rings;
   }
 }

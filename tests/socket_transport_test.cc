@@ -2,10 +2,12 @@
 // and order over Unix sockets and TCP, loss detection, orderly shutdown, and refusal of
 // connections with the wrong secret, no secret, the wrong cluster version or garbage.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -490,6 +492,179 @@ TEST(EpollLoop, ATimerCancelledByTheOneBeforeItNeverFires) {
   });
   done.get_future().wait();
   EXPECT_FALSE(fired);
+}
+
+// A caller may run the loop's work itself while it waits (Peer's caller_drives): work posted
+// while it drives runs on its thread, a timer due after it leaves still fires (it re-arms the
+// loop's timerfd), and the loop's own thread takes posts again afterwards.
+TEST(EpollLoop, ACallerDrivesTheLoopAndHandsItBack) {
+  EpollLoop loop;
+  const auto me = std::this_thread::get_id();
+  std::atomic<bool> ran{false}, on_me{false}, ours{false};
+  std::promise<std::thread::id> later;
+  int looks = 0;
+  const bool done = loop.drive_until(
+      [&] {
+        // The second look is inside drive_until, after the loop's thread was told to stand aside.
+        if (++looks == 2) {
+          loop.post_after(std::chrono::milliseconds(20), [&] {
+            on_me = std::this_thread::get_id() == me;
+            ours = loop.in_loop_thread();
+            ran = true;
+          });
+          loop.post_after(std::chrono::milliseconds(60),
+                          [&] { later.set_value(std::this_thread::get_id()); });
+        }
+        return ran.load();
+      },
+      std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(on_me);
+  EXPECT_TRUE(ours);
+  EXPECT_FALSE(loop.in_loop_thread());
+  auto f = later.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(f.get(), me);
+  std::promise<bool> posted;
+  std::thread([&] { loop.post([&] { posted.set_value(loop.in_loop_thread()); }); }).join();
+  EXPECT_TRUE(posted.get_future().get());
+}
+
+// Past its spin a driver sleeps in the loop's own wait: a post from another thread wakes it, and
+// it runs the task itself.
+TEST(EpollLoop, ADriverPastItsSpinSleepsUntilAPostWakesIt) {
+  EpollLoop loop;
+  std::atomic<bool> ran{false};
+  std::thread::id ran_on;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    loop.post([&] {
+      ran_on = std::this_thread::get_id();
+      ran = true;
+    });
+  });
+  const bool done = loop.drive_until(
+      [&] { return ran.load(); }, std::chrono::steady_clock::now() + std::chrono::milliseconds(1));
+  poster.join();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+// While one caller drives, another gives up at the end of its spin and gets its result from the
+// one driving; afterwards the loop's thread runs posts again.
+TEST(EpollLoop, ACallerThatCannotDriveGivesUpAtTheEndOfItsSpin) {
+  EpollLoop loop;
+  std::atomic<bool> release{false}, second{false};
+  std::promise<void> driving;
+  std::thread first([&] {
+    bool signalled = false;
+    loop.drive_until(
+        [&] {
+          if (loop.in_loop_thread() && !signalled) {  // holding the loop now
+            signalled = true;
+            driving.set_value();
+          }
+          return release.load();
+        },
+        std::nullopt);  // spins throughout
+  });
+  driving.get_future().wait();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(loop.drive_until([&] { return false; }, start + std::chrono::milliseconds(20)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(20));
+  loop.post([&] { second = true; });  // run by the first driver
+  while (!second)
+    std::this_thread::yield();
+  release = true;
+  first.join();
+  EXPECT_EQ(loop.call([&] { return loop.in_loop_thread(); }), true);
+}
+
+// A driver spinning on a core of its own looks at quiet descriptors only every so often, but it
+// does look: an event on a quiet watch reaches its callback, on the driver, while it spins.
+TEST(EpollLoop, ASpinningDriverStillServesQuietDescriptors) {
+  EpollLoop loop;
+  loop.set_dedicated_core(true);
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+  const Fd read_end(fds[0]), write_end(fds[1]);
+  std::atomic<bool> called{false};
+  std::thread::id called_on;
+  loop.call([&] {
+    const auto id = loop.watch(read_end.get(), EPOLLIN, [&](std::uint32_t) {
+      char c;
+      [[maybe_unused]] const auto n = ::read(read_end.get(), &c, 1);
+      called_on = std::this_thread::get_id();
+      called = true;
+    });
+    loop.set_quiet(id, true);
+  });
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    [[maybe_unused]] const auto n = ::write(write_end.get(), "x", 1);
+  });
+  const bool done = loop.drive_until([&] { return called.load(); }, std::nullopt);  // spins
+  writer.join();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(called_on, std::this_thread::get_id());
+}
+
+// Collectives with and without the caller driving, small and large, over a Unix socket (its
+// frames through a ring) and TCP, and with several threads of one peer waiting at once (they take
+// turns driving). On shared cores (one core: ranks 0 and 1 share it), and as if each had a
+// core of its own: a driver then keeps its core, and where all its connections are rings (one
+// host) it looks at their quiet sockets only now and then; a TCP connection keeps it looking at
+// every turn.
+TEST(Peer, CallersDrivingTheLoopRunCollectivesOverUnixAndTcp) {
+  struct Mode {
+    std::optional<bool> drives;
+    int host_cores;
+    bool one_host;
+  };
+  for (const Mode mode : {Mode{true, 1, false}, Mode{false, 1, false},
+                          Mode{std::nullopt, 64, false}, Mode{std::nullopt, 64, true}}) {
+    const bool drives = mode.drives.value_or(true);
+    const auto base = free_port_base(3);
+    ClusterSpec cluster = mixed_cluster(base);
+    if (mode.one_host) cluster = ClusterSpec::local(3, base);
+    PeerOptions options;
+    options.caller_drives = mode.drives;
+    options.engine.host_cores = mode.host_cores;
+    std::atomic<int> wrong{0};
+    on_every_peer(cluster, options, [&](Peer& peer) {
+      const float me = static_cast<float>(peer.rank() + 1);
+      for (int i = 0; i < 100; ++i) {
+        std::vector<float> x(2, me * static_cast<float>(i));
+        if (!peer.allreduce(std::span<float>(x)).ok() || x[1] != 6.0f * static_cast<float>(i))
+          ++wrong;
+      }
+      std::vector<float> big(1u << 20, me);
+      if (!peer.allreduce(std::span<float>(big)).ok() || big.back() != 6.0f) ++wrong;
+      std::vector<std::vector<float>> xs(4, std::vector<float>(16, me));
+      std::vector<Handle> handles;
+      for (int k = 0; k < 4; ++k) {
+        handles.push_back(
+            peer.allreduce_async(ConstBufferView::of(std::span<const float>(xs[k]), DType::f32),
+                                 BufferView::of(std::span<float>(xs[k]), DType::f32), ReduceOp::sum,
+                                 fmt::format("concurrent.{}", k)));
+      }
+      std::vector<std::thread> waiters;
+      for (auto& h : handles)
+        waiters.emplace_back([&h, &wrong] {
+          if (!h.wait().ok()) ++wrong;
+        });
+      for (auto& t : waiters)
+        t.join();
+      for (const auto& x : xs)
+        if (x.back() != 6.0f) ++wrong;
+    });
+    EXPECT_EQ(wrong, 0) << "caller_drives " << drives << ", host_cores " << mode.host_cores
+                        << (mode.one_host ? ", one host" : "");
+  }
+}
+
+TEST(Peer, ABadCallerDrivesSettingIsAClearError) {
+  expect_env_error("KUNGFU_CALLER_DRIVES", "maybe", "expected 0 or 1");
 }
 
 // ---- zero copy: engines over real sockets, payloads borrowed and lent ----
