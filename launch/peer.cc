@@ -21,6 +21,25 @@ namespace kf {
 namespace {
 // How long a blocking wait spins before it sleeps (Handle::wait).
 constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+
+// True on a thread while a blocking call starts its operation (Impl::launch): the call waits
+// for it at once.
+thread_local bool t_blocking_call = false;
+
+// Starts a call with `start` (which returns its Handle) and waits for it.
+template <typename Start>
+Status start_and_wait(Start&& start) {
+  Handle h;
+  t_blocking_call = true;
+  try {
+    h = start();
+  } catch (...) {
+    t_blocking_call = false;
+    throw;
+  }
+  t_blocking_call = false;
+  return h.wait();
+}
 }  // namespace
 
 Status Handle::wait() const {
@@ -86,7 +105,9 @@ struct Peer::Impl {
   SocketTransport* transport() const { return membership ? membership->current() : fixed.get(); }
 
   // Starts `start(engine, done)` on the loop; the handle completes with `done`'s status.
-  Handle launch(std::function<void(Engine&, DoneCallback)> start) {
+  // `waits`: the caller waits for it at once (a blocking call), so when it drives the loop it
+  // runs the start itself and the loop's thread need not wake for it.
+  Handle launch(std::function<void(Engine&, DoneCallback)> start, bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
     Handle h(done, options.busy_poll, drives.load(std::memory_order_relaxed) ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)] {
@@ -99,7 +120,11 @@ struct Peer::Impl {
         done->set(std::move(s));
       });
     };
-    loop.post(std::move(task));
+    if (waits && drives.load(std::memory_order_relaxed)) {
+      loop.post_for_driver(std::move(task));
+    } else {
+      loop.post(std::move(task));
+    }
     return h;
   }
 
@@ -456,6 +481,31 @@ Handle Peer::allreduce_async(ConstBufferView input, BufferView output, ReduceOp 
   });
 }
 
+Status Peer::allreduce(ConstBufferView input, BufferView output, ReduceOp op, std::string name) {
+  return start_and_wait([&] { return allreduce_async(input, output, op, std::move(name)); });
+}
+
+Status Peer::broadcast(BufferView data, int root, std::string name) {
+  return start_and_wait([&] { return broadcast_async(data, root, std::move(name)); });
+}
+
+Status Peer::reduce(ConstBufferView input, BufferView output, ReduceOp op, int root,
+                    std::string name) {
+  return start_and_wait([&] { return reduce_async(input, output, op, root, std::move(name)); });
+}
+
+Status Peer::allgather(ConstBufferView input, BufferView output, std::string name) {
+  return start_and_wait([&] { return allgather_async(input, output, std::move(name)); });
+}
+
+Status Peer::gather(ConstBufferView input, BufferView output, int root, std::string name) {
+  return start_and_wait([&] { return gather_async(input, output, root, std::move(name)); });
+}
+
+Status Peer::barrier(std::string name) {
+  return start_and_wait([&] { return barrier_async(std::move(name)); });
+}
+
 Handle Peer::broadcast_async(BufferView data, int root, std::string name) {
   return impl_->launch([=, name = next_name("broadcast", std::move(name))](Engine& e,
                                                                            DoneCallback done) {
@@ -506,7 +556,7 @@ Handle Peer::consensus_async(ConstBufferView bytes, std::shared_ptr<bool> agreed
 
 Status Peer::consensus(ConstBufferView bytes, bool* agreed, std::string name) {
   auto result = std::make_shared<bool>(false);
-  Status s = consensus_async(bytes, result, std::move(name)).wait();
+  Status s = start_and_wait([&] { return consensus_async(bytes, result, std::move(name)); });
   if (agreed != nullptr) *agreed = *result;
   return s;
 }
@@ -530,7 +580,7 @@ Handle Peer::request_async(int peer, std::string name, std::shared_ptr<Blob> out
 
 Status Peer::request(int peer, std::string name, Blob* out, std::uint64_t version) {
   auto blob = std::make_shared<Blob>();
-  Status s = request_async(peer, std::move(name), blob, version).wait();
+  Status s = start_and_wait([&] { return request_async(peer, std::move(name), blob, version); });
   if (out != nullptr) *out = std::move(*blob);
   return s;
 }

@@ -163,29 +163,20 @@ class Peer {
   Handle consensus_async(ConstBufferView bytes, std::shared_ptr<bool> agreed,
                          std::string name = {});
 
+  // The blocking twins: each starts its call and waits for it.
   Status allreduce(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
-                   std::string name = {}) {
-    return allreduce_async(input, output, op, std::move(name)).wait();
-  }
+                   std::string name = {});
   template <typename T>
   Status allreduce(std::span<T> data, ReduceOp op = ReduceOp::sum, std::string name = {}) {
     const auto v = BufferView::of(data, dtype_of<T>());
     return allreduce(v, v, op, std::move(name));
   }
-  Status broadcast(BufferView data, int root = 0, std::string name = {}) {
-    return broadcast_async(data, root, std::move(name)).wait();
-  }
+  Status broadcast(BufferView data, int root = 0, std::string name = {});
   Status reduce(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum, int root = 0,
-                std::string name = {}) {
-    return reduce_async(input, output, op, root, std::move(name)).wait();
-  }
-  Status allgather(ConstBufferView input, BufferView output, std::string name = {}) {
-    return allgather_async(input, output, std::move(name)).wait();
-  }
-  Status gather(ConstBufferView input, BufferView output, int root = 0, std::string name = {}) {
-    return gather_async(input, output, root, std::move(name)).wait();
-  }
-  Status barrier(std::string name = {}) { return barrier_async(std::move(name)).wait(); }
+                std::string name = {});
+  Status allgather(ConstBufferView input, BufferView output, std::string name = {});
+  Status gather(ConstBufferView input, BufferView output, int root = 0, std::string name = {});
+  Status barrier(std::string name = {});
   // Are `bytes` equal on every peer? Errors leave *agreed false.
   Status consensus(ConstBufferView bytes, bool* agreed, std::string name = {});
 

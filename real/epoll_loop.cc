@@ -82,16 +82,23 @@ void EpollLoop::wake_driver() {
 }
 
 void EpollLoop::post(Task task) {
+  post_task(std::move(task), false);
+}
+
+void EpollLoop::post_for_driver(Task task) {
+  post_task(std::move(task), true);
+}
+
+void EpollLoop::post_task(Task task, bool driver_follows) {
   bool wake_loop = false, wake_sleeping_driver = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     // The loop drains every task before it sleeps, so only the first of a burst needs a wake-up,
-    // and a polling loop or a spinning driver needs none. Nor does a loop whose last driver left
-    // moments ago (detached_): the next driver (usually the caller of this post, about to wait)
-    // or the end of the linger runs it.
+    // and a polling loop or a spinning driver needs none. A loop whose last driver left moments
+    // ago (detached_, lingering) is woken too, unless the poster drives next and runs it itself.
     if (tasks_.empty() && !polling_) {
-      wake_loop = drivers_ == 0 && !detached_;
+      wake_loop = drivers_ == 0 && (!detached_ || !driver_follows);
       wake_sleeping_driver = driver_asleep_;
     }
     tasks_.push_back(std::move(task));
@@ -111,9 +118,9 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
     id = timers_.add(deadline, std::move(task));
     // The loop re-arms the timerfd before it sleeps (a polling one too), and so does the last
     // driver as it leaves; a sleeping driver computes its timeout from the deadlines, and a
-    // lingering loop looks at them when the linger ends.
+    // lingering loop is woken only for a deadline before the linger's end.
     if (deadline < armed_ && !polling_) {
-      wake_loop = drivers_ == 0 && !detached_;
+      wake_loop = drivers_ == 0 && (!detached_ || deadline < linger_until_);
       wake_sleeping_driver = driver_asleep_;
     }
   }
@@ -345,10 +352,11 @@ void EpollLoop::sleep_until_woken() {
 }
 
 void EpollLoop::arm_linger(Duration left) {
+  left = std::max(left, Duration(1000));  // zero would disarm it
+  linger_fires_ = now() + left;
   itimerspec spec{};
   spec.it_value.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
-  spec.it_value.tv_nsec =
-      static_cast<long>(std::max<std::int64_t>(left.count() % 1'000'000'000, 1000));
+  spec.it_value.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
   ::timerfd_settime(linger_fd_.get(), 0, &spec, nullptr);
   linger_armed_ = true;
 }
@@ -356,9 +364,12 @@ void EpollLoop::arm_linger(Duration left) {
 void EpollLoop::reattach_after_drivers() {
   if (!detached_ || drivers_ > 0) return;
   const TimePoint t = now();
-  if (t < linger_until_ && tasks_.empty() && timers_.next_deadline() > t) {
-    // Drivers came and went since the timer was set: it fired early, wait out the rest.
-    if (!linger_armed_) arm_linger(linger_until_ - t);
+  // The linger ends early for work: a task, or a timer due before it.
+  const TimePoint end = std::min(linger_until_, timers_.next_deadline());
+  if (t < end && tasks_.empty()) {
+    // Drivers came and went since the timer was set (it fired early), or a timer came: wait
+    // out the rest.
+    if (!linger_armed_ || end < linger_fires_) arm_linger(end - t);
     return;
   }
   epoll_event ev{};
@@ -534,8 +545,11 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       // run of blocking collectives keeps their messages off the loop's thread even when a
       // peer's comes between two of them. Each leave pushes the deadline back. A post left
       // queued (or posted meanwhile) wakes the loop's thread at once.
-      linger_until_ = now() + kDriverLinger;
-      if (!linger_armed_) arm_linger(kDriverLinger);  // else it fires early and is re-armed
+      // The linger ends early for a timer due sooner (a full ring's retry, say). A timer set
+      // for a later end fires early and is re-armed for the rest (reattach_after_drivers).
+      const TimePoint t = now();
+      linger_until_ = std::min(t + kDriverLinger, timers_.next_deadline());
+      if (!linger_armed_ || linger_until_ < linger_fires_) arm_linger(linger_until_ - t);
       if (!tasks_.empty() || stopping_) wake();
     } else {
       // A caller gave up driving and waits for its result: the loop's thread takes over now.

@@ -76,6 +76,9 @@ class EpollLoop final : public Executor {
 
   TimePoint now() const override;
   void post(Task task) override;
+  // post() by a caller that drives the loop next (drive_until): a loop whose last driver left
+  // moments ago is not woken for it, since that caller runs it.
+  void post_for_driver(Task task);
   TimerId post_after(Duration delay, Task task) override;
   void cancel(TimerId id) override;
 
@@ -141,6 +144,7 @@ class EpollLoop final : public Executor {
   // a post or stop: epoll_wait's result (0: nothing came).
   // `polled` says whether the pollers found work meanwhile.
   int poll_briefly(std::array<epoll_event, 64>& events, bool& polled);
+  void post_task(Task task, bool driver_follows);
   void wake();         // the loop's thread
   void wake_driver();  // a driver asleep in epoll_wait on epoll_
   void arm_timer(TimePoint deadline);
@@ -172,10 +176,15 @@ class EpollLoop final : public Executor {
   int drivers_ = 0;
   bool detached_ = false;
   TimePoint linger_until_{};
-  bool linger_armed_ = false;   // linger_fd_ is set and has not fired
+  bool linger_armed_ = false;  // linger_fd_ is set and has not fired, at linger_fires_
+  TimePoint linger_fires_{};
   bool driver_asleep_ = false;  // a driver past its spin sleeps in epoll_wait on epoll_
   bool hand_back_ = false;      // a caller gave up driving unfinished: the last leaves no linger
-  static constexpr Duration kDriverLinger = std::chrono::microseconds(200);
+  // Long enough that its timer seldom fires while callers drive back to back: each time it does,
+  // the loop's thread wakes for nothing, and a linger of 200 us made 2 MiB allreduces at 2 ranks
+  // take 40% longer than one of 2 ms (docs/performance.md). Posts from other callers and timers
+  // due sooner end it early; a peer's unsolicited message (a ping, a p2p request) may wait for it.
+  static constexpr Duration kDriverLinger = std::chrono::milliseconds(2);
   static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
   static constexpr auto kPollBeforeSleep = std::chrono::microseconds(50);
   TimePoint armed_ = TimePoint::max();

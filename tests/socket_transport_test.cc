@@ -609,6 +609,33 @@ TEST(EpollLoop, ASpinningDriverStillServesQuietDescriptors) {
   EXPECT_EQ(called_on, std::this_thread::get_id());
 }
 
+// After a caller drove, the loop lingers for the next driver: a post marked for a driver waits
+// for one (and runs on it), while a plain post (an async call nobody waits for yet) wakes the
+// loop's own thread.
+TEST(EpollLoop, ALingeringLoopRunsAPlainPostItselfAndLeavesADriversPostToTheDriver) {
+  EpollLoop loop;
+  ASSERT_TRUE(loop.drive_until([] { return true; }, std::nullopt));  // done at once: no drive
+  std::atomic<int> drove{0};
+  ASSERT_TRUE(loop.drive_until([&] { return ++drove > 3; }, std::nullopt));  // drives, leaves
+  std::promise<bool> plain;
+  loop.post([&] { plain.set_value(loop.in_loop_thread()); });
+  auto f = plain.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+  // Drive once more so the loop lingers again, then post for a driver and drive.
+  drove = 0;
+  ASSERT_TRUE(loop.drive_until([&] { return ++drove > 3; }, std::nullopt));
+  std::atomic<bool> ran{false};
+  std::thread::id ran_on;
+  loop.post_for_driver([&] {
+    ran_on = std::this_thread::get_id();
+    ran = true;
+  });
+  ASSERT_TRUE(loop.drive_until([&] { return ran.load(); },
+                               std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
 // Collectives with and without the caller driving, small and large, over a Unix socket (its
 // frames through a ring) and TCP, and with several threads of one peer waiting at once (they take
 // turns driving). On shared cores (one core: ranks 0 and 1 share it), and as if each had a
