@@ -88,11 +88,14 @@ struct Peer::Impl {
   std::atomic<bool> drives{false};                    // waiting callers drive the loop
 
   // Whether this worker has a core of its own in `cluster`, and what follows from it: how the
-  // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives).
+  // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives: by default
+  // only on one host, where every peer is reached through a shared-memory ring).
   void fit_cores(const ClusterSpec& cluster, int rank) {
-    const bool own_core = cluster.local_size(rank) <= options.engine.host_cores;
+    const int here = cluster.local_size(rank);
+    const bool own_core = here <= options.engine.host_cores;
     loop.set_dedicated_core(own_core);
-    drives.store(options.caller_drives.value_or(own_core), std::memory_order_relaxed);
+    drives.store(options.caller_drives.value_or(own_core && here == cluster.size()),
+                 std::memory_order_relaxed);
   }
 
   mutable std::mutex config_mutex;

@@ -648,8 +648,8 @@ TEST(Peer, CallersDrivingTheLoopRunCollectivesOverUnixAndTcp) {
     int host_cores;
     bool one_host;
   };
-  for (const Mode mode : {Mode{true, 1, false}, Mode{false, 1, false},
-                          Mode{std::nullopt, 64, false}, Mode{std::nullopt, 64, true}}) {
+  for (const Mode mode : {Mode{true, 1, false}, Mode{false, 1, false}, Mode{true, 64, false},
+                          Mode{std::nullopt, 64, true}}) {
     const bool drives = mode.drives.value_or(true);
     const auto base = free_port_base(3);
     ClusterSpec cluster = mixed_cluster(base);
