@@ -29,15 +29,15 @@ thread_local bool t_blocking_call = false;
 // Starts a call with `start` (which returns its Handle) and waits for it.
 template <typename Start>
 Status start_and_wait(Start&& start) {
+  struct Marked {
+    Marked() { t_blocking_call = true; }
+    ~Marked() { t_blocking_call = false; }  // also when start() throws
+  };
   Handle h;
-  t_blocking_call = true;
-  try {
+  {
+    const Marked marked;
     h = start();
-  } catch (...) {
-    t_blocking_call = false;
-    throw;
   }
-  t_blocking_call = false;
   return h.wait();
 }
 }  // namespace

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <chrono>
-#include <future>
 #include <memory>
 #include <optional>
 #include <span>

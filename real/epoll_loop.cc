@@ -543,10 +543,10 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
     if (!hand_back_) {
       // Back to the loop's thread after kDriverLinger, unless a caller drives again by then: a
       // run of blocking collectives keeps their messages off the loop's thread even when a
-      // peer's comes between two of them. Each leave pushes the deadline back. A post left
-      // queued (or posted meanwhile) wakes the loop's thread at once.
-      // The linger ends early for a timer due sooner (a full ring's retry, say). A timer set
-      // for a later end fires early and is re-armed for the rest (reattach_after_drivers).
+      // peer's comes between two of them. Each leave pushes the end back; the timer, set for an
+      // earlier end, fires early and is re-armed for the rest (reattach_after_drivers). A timer
+      // due sooner (a full ring's retry, say) ends it early, and a task left queued (or posted
+      // by an async call meanwhile) wakes the loop's thread at once.
       const TimePoint t = now();
       linger_until_ = std::min(t + kDriverLinger, timers_.next_deadline());
       if (!linger_armed_ || linger_until_ < linger_fires_) arm_linger(linger_until_ - t);

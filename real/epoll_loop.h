@@ -181,9 +181,9 @@ class EpollLoop final : public Executor {
   bool driver_asleep_ = false;  // a driver past its spin sleeps in epoll_wait on epoll_
   bool hand_back_ = false;      // a caller gave up driving unfinished: the last leaves no linger
   // Long enough that its timer seldom fires while callers drive back to back: each time it does,
-  // the loop's thread wakes for nothing, and a linger of 200 us made 2 MiB allreduces at 2 ranks
-  // take 40% longer than one of 2 ms (docs/performance.md). Posts from other callers and timers
-  // due sooner end it early; a peer's unsolicited message (a ping, a p2p request) may wait for it.
+  // the loop's thread wakes for nothing, which costs a large allreduce dearly (docs/performance.md
+  // has the measurement). Posts from other callers and timers due sooner end it early; a peer's
+  // unsolicited message (a ping, a p2p request) may wait for it.
   static constexpr Duration kDriverLinger = std::chrono::milliseconds(2);
   static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
   static constexpr auto kPollBeforeSleep = std::chrono::microseconds(50);
