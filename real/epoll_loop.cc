@@ -141,9 +141,18 @@ EpollLoop::WatchId EpollLoop::watch(int fd, std::uint32_t events, IoCallback cal
   ev.events = events;
   ev.data.u64 = id;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("epoll_ctl ADD");
-  watches_.emplace(id, Watch{fd, std::make_shared<IoCallback>(std::move(callback))});
+  auto& w = watches_.emplace(id, Watch{fd, std::make_shared<IoCallback>(std::move(callback))})
+                .first->second;
+  set_writing(w, events);
   ++loud_watches_;
   return id;
+}
+
+void EpollLoop::set_writing(Watch& w, std::uint32_t events) {
+  const bool writing = (events & EPOLLOUT) != 0;
+  if (w.writing == writing) return;
+  w.writing = writing;
+  writing_watches_.fetch_add(writing ? 1 : -1, std::memory_order_relaxed);
 }
 
 void EpollLoop::set_quiet(WatchId id, bool quiet) {
@@ -160,6 +169,7 @@ void EpollLoop::modify(WatchId id, std::uint32_t events) {
   ev.events = events;
   ev.data.u64 = id;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, it->second.fd, &ev);
+  set_writing(it->second, events);
 }
 
 void EpollLoop::unwatch(WatchId id) {
@@ -167,6 +177,7 @@ void EpollLoop::unwatch(WatchId id) {
   if (it == watches_.end()) return;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
   if (!it->second.quiet) --loud_watches_;
+  set_writing(it->second, 0);
   watches_.erase(it);
 }
 
@@ -349,6 +360,11 @@ void EpollLoop::sleep_until_woken() {
       linger_armed_ = false;
     }
   }
+}
+
+void EpollLoop::set_driver_linger(Duration linger) {
+  std::lock_guard lock(mu_);
+  driver_linger_ = linger;
 }
 
 void EpollLoop::arm_linger(Duration left) {
@@ -538,17 +554,20 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
   }
   std::lock_guard lock(mu_);
   if (!finished) hand_back_ = true;  // still waiting, without driving: no linger for it
+  // Bytes that wait for room in a socket (a TCP peer's last chunk, say) would wait out the
+  // linger too, and the peer with them: the loop's thread takes over now.
+  if (writing_watches_.load(std::memory_order_relaxed) > 0) hand_back_ = true;
   if (--drivers_ == 0) {
     arm_if_earlier();
     if (!hand_back_) {
-      // Back to the loop's thread after kDriverLinger, unless a caller drives again by then: a
+      // Back to the loop's thread after driver_linger_, unless a caller drives again by then: a
       // run of blocking collectives keeps their messages off the loop's thread even when a
       // peer's comes between two of them. Each leave pushes the end back; the timer, set for an
       // earlier end, fires early and is re-armed for the rest (reattach_after_drivers). A timer
       // due sooner (a full ring's retry, say) ends it early, and a task left queued (or posted
       // by an async call meanwhile) wakes the loop's thread at once.
       const TimePoint t = now();
-      linger_until_ = std::min(t + kDriverLinger, timers_.next_deadline());
+      linger_until_ = std::min(t + driver_linger_, timers_.next_deadline());
       if (!linger_armed_ || linger_until_ < linger_fires_) arm_linger(linger_until_ - t);
       if (!tasks_.empty() || stopping_) wake();
     } else {

@@ -74,6 +74,10 @@ class EpollLoop final : public Executor {
   void set_dedicated_core(bool on) { dedicated_core_.store(on, std::memory_order_relaxed); }
   bool dedicated_core() const { return dedicated_core_.load(std::memory_order_relaxed); }
 
+  // How long the loop's thread stays out of the way after the last caller that drove it left
+  // (drive_until), kDriverLinger unless set: for experiments and tests.
+  void set_driver_linger(Duration linger);
+
   TimePoint now() const override;
   void post(Task task) override;
   // post() by a caller that drives the loop next (drive_until): a loop whose last driver left
@@ -129,8 +133,10 @@ class EpollLoop final : public Executor {
   struct Watch {
     int fd;
     std::shared_ptr<IoCallback> callback;
-    bool quiet = false;  // set_quiet
+    bool quiet = false;    // set_quiet
+    bool writing = false;  // its events include EPOLLOUT: bytes wait for room to be written
   };
+  void set_writing(Watch& w, std::uint32_t events);
   // Marks the calling thread as the loop context while it holds drive_.
   class Owner;
   void run();
@@ -159,7 +165,7 @@ class EpollLoop final : public Executor {
   Fd wake_fd_;  // eventfd in park_: post() from other threads, stop()
   Fd driver_wake_fd_;  // eventfd in epoll_: the same for a driver asleep there
   Fd timer_fd_;        // timerfd: the earliest timer deadline
-  Fd linger_fd_;       // timerfd in park_: kDriverLinger after the last driver left
+  Fd linger_fd_;       // timerfd in park_: driver_linger_ after the last driver left
   // Held by whichever thread runs the loop's work (the loop's own or a driving caller); owner_
   // names it. Taken before mu_, never the other way round.
   std::mutex drive_;
@@ -172,19 +178,21 @@ class EpollLoop final : public Executor {
   std::atomic<bool> dedicated_core_{false};
   bool polling_ = false;  // under mu_: the loop is in poll_briefly
   // Under mu_: callers in drive_until; epoll_ is out of park_ (detached_) while there are any,
-  // and until linger_until_ (kDriverLinger after the last left) or until work is queued.
+  // and until linger_until_ (driver_linger_ after the last left) or until work is queued.
   int drivers_ = 0;
   bool detached_ = false;
   TimePoint linger_until_{};
   bool linger_armed_ = false;  // linger_fd_ is set and has not fired, at linger_fires_
   TimePoint linger_fires_{};
   bool driver_asleep_ = false;  // a driver past its spin sleeps in epoll_wait on epoll_
-  bool hand_back_ = false;      // a caller gave up driving unfinished: the last leaves no linger
+  bool hand_back_ = false;      // a caller gave up driving unfinished, or bytes wait to be written:
+                                // the last driver leaves no linger
   // Long enough that its timer seldom fires while callers drive back to back: each time it does,
   // the loop's thread wakes for nothing, which costs a large allreduce dearly (docs/performance.md
   // has the measurement). Posts from other callers and timers due sooner end it early; a peer's
   // unsolicited message (a ping, a p2p request) may wait for it.
   static constexpr Duration kDriverLinger = std::chrono::milliseconds(2);
+  Duration driver_linger_ = kDriverLinger;  // under mu_: set_driver_linger
   static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
   static constexpr auto kPollBeforeSleep = std::chrono::microseconds(50);
   TimePoint armed_ = TimePoint::max();
@@ -192,6 +200,10 @@ class EpollLoop final : public Executor {
   std::unordered_map<WatchId, Watch> watches_;
   WatchId next_watch_ = 8;  // below: the loop's own tokens (real/epoll_loop.cc)
   int loud_watches_ = 0;    // watches not set_quiet
+  // Watches waiting for room to write. Written in loop context, read by a leaving driver: while
+  // any waits, the last driver hands the loop back at once instead of lingering, since the bytes
+  // a peer waits for would otherwise sit unwritten until the linger ends.
+  std::atomic<int> writing_watches_{0};
   // A spinning driver's next look at quiet descriptors (drive_until). Loop context only.
   std::chrono::steady_clock::time_point next_look_{};
   std::vector<Poller*> pollers_;  // removed ones are null until the next turn compacts them

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/payload_pool.h"
+
 namespace kf {
 
 enum class MessageKind : std::uint8_t {
@@ -39,9 +41,12 @@ struct MessageHeader {
 };
 
 // Leaves new elements uninitialised: a payload is always overwritten right away (received into or
-// copied into), and zero-filling it first would be one more pass over every byte moved.
+// copied into), and zero-filling it first would be one more pass over every byte moved. Blocks of
+// payload_pool::kMinBytes and more come from the payload pool (runtime/payload_pool.h), so that a
+// steady run of collectives faults no fresh pages.
 template <typename T>
 struct UninitializedAllocator : std::allocator<T> {
+  using value_type = T;
   template <typename U>
   struct rebind {
     using other = UninitializedAllocator<U>;
@@ -49,6 +54,19 @@ struct UninitializedAllocator : std::allocator<T> {
   UninitializedAllocator() = default;
   template <typename U>
   UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) {
+    if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
+    if (n * sizeof(T) >= payload_pool::kMinBytes)
+      return static_cast<T*>(payload_pool::take(n * sizeof(T)));
+    return std::allocator<T>::allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n * sizeof(T) >= payload_pool::kMinBytes) {
+      payload_pool::give(p, n * sizeof(T));
+    } else {
+      std::allocator<T>::deallocate(p, n);
+    }
+  }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;

@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <future>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -634,6 +636,36 @@ TEST(EpollLoop, ALingeringLoopRunsAPlainPostItselfAndLeavesADriversPostToTheDriv
   ASSERT_TRUE(loop.drive_until([&] { return ran.load(); },
                                std::chrono::steady_clock::now() + std::chrono::seconds(10)));
   EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+// A driver that leaves bytes waiting for room in a socket (a TCP peer's last chunk) hands the
+// loop back at once instead of lingering: the peer waiting for those bytes must not wait for this
+// caller's next blocking call. The linger is an hour here, so only the hand-back serves the write.
+TEST(EpollLoop, ADriverLeavingUnwrittenBytesHandsTheLoopBackAtOnce) {
+  EpollLoop loop;
+  loop.set_driver_linger(std::chrono::hours(1));
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+  const Fd writer(fds[0]), reader(fds[1]);
+  std::vector<char> block(1 << 16, 'x');
+  while (::write(writer.get(), block.data(), block.size()) > 0) {
+  }
+  ASSERT_EQ(errno, EAGAIN);  // full: the watch below waits for room
+  std::promise<std::thread::id> wrote_on;
+  loop.call([&] {
+    auto id = std::make_shared<EpollLoop::WatchId>();
+    *id = loop.watch(writer.get(), EPOLLOUT, [&, id](std::uint32_t) {
+      loop.unwatch(*id);  // once: the ends' closing at the test's end must not call it again
+      wrote_on.set_value(std::this_thread::get_id());
+    });
+  });
+  std::atomic<int> turns{0};
+  ASSERT_TRUE(loop.drive_until([&] { return ++turns > 3; }, std::nullopt));  // drives, leaves
+  while (::read(reader.get(), block.data(), block.size()) > 0) {             // room again
+  }
+  auto f = wrote_on.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(f.get(), std::this_thread::get_id());  // the loop's own thread served it
 }
 
 // Collectives with and without the caller driving, small and large, over a Unix socket (its
