@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <limits>
 #include <thread>
 
 #include "launch/flags.h"
@@ -23,20 +25,31 @@ namespace {
 // How long a blocking wait spins before it sleeps (Handle::wait).
 constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
 
-// True on a thread while a blocking call starts its operation (Impl::launch): the call waits
-// for it at once.
-thread_local bool t_blocking_call = false;
+// Where a host's workers outnumber its cores, or the job spans hosts (TCP), a caller drives the
+// loop (by default) only for blocking calls of at most this many bytes: there it takes less
+// than half their time, while larger ones were as fast or faster on the loop's thread
+// (docs/performance.md, "The caller drives its loop").
+constexpr std::size_t kSmallDriveBytes = std::size_t{64} << 10;
+constexpr std::size_t kUnknownBytes = std::numeric_limits<std::size_t>::max();
 
-// Starts a call with `start` (which returns its Handle) and waits for it.
+// True on a thread while a blocking call starts its operation (Impl::launch): the call waits
+// for it at once. t_blocking_bytes: how many bytes it moves (kUnknownBytes if not known).
+thread_local bool t_blocking_call = false;
+thread_local std::size_t t_blocking_bytes = 0;
+
+// Starts a call of `bytes` with `start` (which returns its Handle) and waits for it.
 template <typename Start>
-Status start_and_wait(Start&& start) {
+Status start_and_wait(std::size_t bytes, Start&& start) {
   struct Marked {
-    Marked() { t_blocking_call = true; }
+    explicit Marked(std::size_t bytes) {
+      t_blocking_call = true;
+      t_blocking_bytes = bytes;
+    }
     ~Marked() { t_blocking_call = false; }  // also when start() throws
   };
   Handle h;
   {
-    const Marked marked;
+    const Marked marked(bytes);
     h = start();
   }
   return h.wait();
@@ -86,17 +99,26 @@ struct Peer::Impl {
   // since a stopped or vanished peer never answers the bye. Loop thread only.
   bool peer_failed = false;
   StrategyName configured = StrategyName::automatic;  // at construction: what joiners start on
-  std::atomic<bool> drives{false};                    // waiting callers drive the loop
+  // Waiting callers drive the loop: for every call (drives), or only for blocking calls of
+  // fewer bytes than drive_below (0: none; drives implies all).
+  std::atomic<bool> drives{false};
+  std::atomic<std::size_t> drive_below{0};
 
   // Whether this worker has a core of its own in `cluster`, and what follows from it: how the
   // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives: by default
-  // only on one host, where every peer is reached through a shared-memory ring).
+  // every wait in a job on one host whose workers each have a core, where every peer is reached
+  // through a shared-memory ring; elsewhere blocking calls of at most kSmallDriveBytes).
   void fit_cores(const ClusterSpec& cluster, int rank) {
     const int here = cluster.local_size(rank);
     const bool own_core = here <= options.engine.host_cores;
     loop.set_dedicated_core(own_core);
-    drives.store(options.caller_drives.value_or(own_core && here == cluster.size()),
-                 std::memory_order_relaxed);
+    const bool all = options.caller_drives.value_or(own_core && here == cluster.size());
+    drives.store(all, std::memory_order_relaxed);
+    const bool small = !options.caller_drives && !all;
+    drive_below.store(all     ? kUnknownBytes
+                      : small ? kSmallDriveBytes + 1
+                              : 0,
+                      std::memory_order_relaxed);
   }
 
   mutable std::mutex config_mutex;
@@ -113,7 +135,9 @@ struct Peer::Impl {
   // runs the start itself and the loop's thread need not wake for it.
   Handle launch(std::function<void(Engine&, DoneCallback)> start, bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
-    Handle h(done, options.busy_poll, drives.load(std::memory_order_relaxed) ? &loop : nullptr);
+    const bool drive = drives.load(std::memory_order_relaxed) ||
+                       (waits && t_blocking_bytes < drive_below.load(std::memory_order_relaxed));
+    Handle h(done, options.busy_poll, drive ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)] {
       if (!engine) {
         done->set(Status(ErrorCode::cancelled, "peer is shutting down"));
@@ -124,7 +148,7 @@ struct Peer::Impl {
         done->set(std::move(s));
       });
     };
-    if (waits && drives.load(std::memory_order_relaxed)) {
+    if (waits && drive) {
       loop.post_for_driver(std::move(task));
     } else {
       loop.post(std::move(task));
@@ -486,28 +510,33 @@ Handle Peer::allreduce_async(ConstBufferView input, BufferView output, ReduceOp 
 }
 
 Status Peer::allreduce(ConstBufferView input, BufferView output, ReduceOp op, std::string name) {
-  return start_and_wait([&] { return allreduce_async(input, output, op, std::move(name)); });
+  return start_and_wait(input.size_bytes(),
+                        [&] { return allreduce_async(input, output, op, std::move(name)); });
 }
 
 Status Peer::broadcast(BufferView data, int root, std::string name) {
-  return start_and_wait([&] { return broadcast_async(data, root, std::move(name)); });
+  return start_and_wait(data.size_bytes(),
+                        [&] { return broadcast_async(data, root, std::move(name)); });
 }
 
 Status Peer::reduce(ConstBufferView input, BufferView output, ReduceOp op, int root,
                     std::string name) {
-  return start_and_wait([&] { return reduce_async(input, output, op, root, std::move(name)); });
+  return start_and_wait(input.size_bytes(),
+                        [&] { return reduce_async(input, output, op, root, std::move(name)); });
 }
 
 Status Peer::allgather(ConstBufferView input, BufferView output, std::string name) {
-  return start_and_wait([&] { return allgather_async(input, output, std::move(name)); });
+  return start_and_wait(output.size_bytes(),
+                        [&] { return allgather_async(input, output, std::move(name)); });
 }
 
 Status Peer::gather(ConstBufferView input, BufferView output, int root, std::string name) {
-  return start_and_wait([&] { return gather_async(input, output, root, std::move(name)); });
+  return start_and_wait(std::max(input.size_bytes(), output.size_bytes()),
+                        [&] { return gather_async(input, output, root, std::move(name)); });
 }
 
 Status Peer::barrier(std::string name) {
-  return start_and_wait([&] { return barrier_async(std::move(name)); });
+  return start_and_wait(0, [&] { return barrier_async(std::move(name)); });
 }
 
 Handle Peer::broadcast_async(BufferView data, int root, std::string name) {
@@ -560,7 +589,8 @@ Handle Peer::consensus_async(ConstBufferView bytes, std::shared_ptr<bool> agreed
 
 Status Peer::consensus(ConstBufferView bytes, bool* agreed, std::string name) {
   auto result = std::make_shared<bool>(false);
-  Status s = start_and_wait([&] { return consensus_async(bytes, result, std::move(name)); });
+  Status s = start_and_wait(bytes.size_bytes(),
+                            [&] { return consensus_async(bytes, result, std::move(name)); });
   if (agreed != nullptr) *agreed = *result;
   return s;
 }
@@ -584,7 +614,8 @@ Handle Peer::request_async(int peer, std::string name, std::shared_ptr<Blob> out
 
 Status Peer::request(int peer, std::string name, Blob* out, std::uint64_t version) {
   auto blob = std::make_shared<Blob>();
-  Status s = start_and_wait([&] { return request_async(peer, std::move(name), blob, version); });
+  Status s = start_and_wait(kUnknownBytes,
+                            [&] { return request_async(peer, std::move(name), blob, version); });
   if (out != nullptr) *out = std::move(*blob);
   return s;
 }

@@ -45,12 +45,12 @@ struct PeerOptions {
   // A waiting caller (Handle::wait) runs the peer's loop itself, as MPI's progress engine runs
   // in the caller: the operation's messages need no hand-off to the loop's thread and back, and
   // the loop's thread sleeps meanwhile (real/epoll_loop.h). It spins first as wait() would
-  // (throughout, with busy_poll), then sleeps in the loop's own wait. Unset: on for a job on one
-  // host (its peers reached through shared-memory rings) whose workers each have a core
-  // (they do not outnumber engine.host_cores). Where they share cores, a worker's spinning
-  // caller would hold the core its neighbours' loops need; across hosts (TCP) large allreduces
-  // were slower with it (docs/performance.md has the measurements). from_env:
-  // KUNGFU_CALLER_DRIVES=0 or 1.
+  // (throughout, with busy_poll), then sleeps in the loop's own wait. true: every wait drives;
+  // false: none. Unset: every wait in a job on one host whose workers each have a core (they do
+  // not outnumber engine.host_cores); where they share cores, or across hosts, only blocking
+  // calls of at most 64 KiB. There a spinning caller holds a core that other workers' loops (or
+  // the kernel's TCP work) need, which costs large collectives more than it saves them
+  // (docs/performance.md has the measurements). from_env: KUNGFU_CALLER_DRIVES=0 or 1.
   std::optional<bool> caller_drives;
   // AUTO's allreduces of at most this many bytes go by recursive doubling (the engine's
   // auto_doubling_bytes). Unset: kBusyPollAutoDoublingBytes with busy_poll, else engine's own.

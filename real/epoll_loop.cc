@@ -90,7 +90,7 @@ void EpollLoop::post_for_driver(Task task) {
 }
 
 void EpollLoop::post_task(Task task, bool driver_follows) {
-  bool wake_loop = false, wake_sleeping_driver = false;
+  bool wake_loop = false, wake_sleeping_driver = false, spinning;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -102,15 +102,16 @@ void EpollLoop::post_task(Task task, bool driver_follows) {
       wake_sleeping_driver = driver_asleep_;
     }
     tasks_.push_back(std::move(task));
+    spinning = busy_poll() && !parks_while_driven();
   }
-  if (busy_poll() || in_loop_thread()) return;
+  if (spinning || in_loop_thread()) return;
   if (wake_loop) wake();
   if (wake_sleeping_driver) wake_driver();
 }
 
 Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
   TimerId id;
-  bool wake_loop = false, wake_sleeping_driver = false;
+  bool wake_loop = false, wake_sleeping_driver = false, spinning;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return 0;  // never fires; cancel(0) is harmless
@@ -123,8 +124,9 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
       wake_loop = drivers_ == 0 && (!detached_ || deadline < linger_until_);
       wake_sleeping_driver = driver_asleep_;
     }
+    spinning = busy_poll() && !parks_while_driven();
   }
-  if (busy_poll() || in_loop_thread()) return id;
+  if (spinning || in_loop_thread()) return id;
   if (wake_loop) wake();
   if (wake_sleeping_driver) wake_driver();
   return id;
@@ -408,7 +410,7 @@ void EpollLoop::run() {
       driven = detached_;
     }
     if (driven) {
-      if (busy_poll()) {
+      if (busy_poll() && dedicated_core()) {
         std::this_thread::yield();  // the user gave the loop a core: keep it, and look again
       } else {
         sleep_until_woken();
@@ -543,8 +545,11 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       }
       if (n > 0) {
         dispatch(events, n);
-      } else if (!ran && timeout == 0 && !dedicated_core()) {
-        std::this_thread::yield();  // another worker of this core may be waiting for it
+      } else if (!ran && timeout == 0 && !quiet_spin) {
+        // Another worker of this core may be waiting for it. Over TCP the driver yields even on
+        // a core of its own: a look costs a system call anyway, and a host shared in ways the
+        // peer cannot see (namespaces, containers) or the kernel's network work may need it.
+        std::this_thread::yield();
       }
     }
     // What the finished work posted last (an operation's clean-up) is cheaper to run here than

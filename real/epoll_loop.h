@@ -70,7 +70,8 @@ class EpollLoop final : public Executor {
 
   // Whether the worker has a core of its own (its host's workers do not outnumber the cores). A
   // driver spinning on a shared core yields it after every idle turn, for the other workers
-  // there; on its own it keeps it, as a yield is a system call. Off (shared) by default.
+  // there; on its own it keeps it while all its descriptors are quiet (a yield is a system call).
+  // Off (shared) by default.
   void set_dedicated_core(bool on) { dedicated_core_.store(on, std::memory_order_relaxed); }
   bool dedicated_core() const { return dedicated_core_.load(std::memory_order_relaxed); }
 
@@ -146,6 +147,10 @@ class EpollLoop final : public Executor {
   // Under mu_: epoll_ back into park_ once no caller drives and the linger is over (or work waits).
   void reattach_after_drivers();
   void arm_linger(Duration left);  // under mu_: linger_fd_ fires in `left`
+  // Under mu_: the loop's thread sleeps while callers drive it (or it lingers for them), even
+  // when busy polling, as it spins only on a core of its own: on a shared one it would take the
+  // core from the driving caller. Posts then wake it as they would without busy polling.
+  bool parks_while_driven() const { return detached_ && !dedicated_core(); }
   // Polls the watched descriptors without sleeping for up to kPollBeforeSleep, or until an event,
   // a post or stop: epoll_wait's result (0: nothing came).
   // `polled` says whether the pollers found work meanwhile.
