@@ -1,12 +1,12 @@
 // PayloadPool: large payload buffers are kept for the next payload of their size instead of going
 // back to the allocator. C++17: included by runtime/message.h, which world glue includes.
 //
-// Why: a steady run of collectives should allocate nothing. glibc gives a large block back to
+// Why: a steady run of collectives should allocate nothing. glibc may give a large block back to
 // the system when it is freed (an mmap'd one at once, the heap's top past its trim threshold),
 // and every page of the next block is then faulted in afresh. Which blocks go back depends on
-// which thread allocates and frees them (each thread has its own arena), so a transport whose
-// messages are received on one thread and dropped on another can pay hundreds of page faults per
-// megabyte moved, far more than the copy (docs/performance.md, "A pool for payload buffers").
+// the thread's arena, so the same transport can pay, on one thread and not on another,
+// hundreds of page faults per megabyte moved, far more than the copy (docs/performance.md,
+// "A pool for payload buffers").
 //
 // Contract: take(n) returns at least n bytes, aligned to kAlignment; give(p, n) takes back a
 // block that take(n) returned, with the same n, from any thread. Only sizes from kMinBytes up are
