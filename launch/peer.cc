@@ -121,6 +121,11 @@ struct Peer::Impl {
                       std::memory_order_relaxed);
   }
 
+  bool drives_blocking_call(std::size_t bytes) const {
+    return drives.load(std::memory_order_relaxed) ||
+           bytes < drive_below.load(std::memory_order_relaxed);
+  }
+
   mutable std::mutex config_mutex;
   WorkerConfig config;  // the current cluster and this worker's rank in it
 
@@ -135,8 +140,8 @@ struct Peer::Impl {
   // runs the start itself and the loop's thread need not wake for it.
   Handle launch(std::function<void(Engine&, DoneCallback)> start, bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
-    const bool drive = drives.load(std::memory_order_relaxed) ||
-                       (waits && t_blocking_bytes < drive_below.load(std::memory_order_relaxed));
+    const bool drive =
+        drives.load(std::memory_order_relaxed) || (waits && drives_blocking_call(t_blocking_bytes));
     Handle h(done, options.busy_poll, drive ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)] {
       if (!engine) {
@@ -620,11 +625,34 @@ Status Peer::request(int peer, std::string name, Blob* out, std::uint64_t versio
   return s;
 }
 
-void Peer::post(std::function<void(Engine&)> fn) {
+void Peer::post(std::function<void(Engine&)> fn, bool caller_drives_next) {
   Impl& p = *impl_;
-  p.loop.post([&p, fn = std::move(fn)] {
+  auto task = [&p, fn = std::move(fn)] {
     if (p.engine) fn(*p.engine);
-  });
+  };
+  if (caller_drives_next) {
+    p.loop.post_for_driver(std::move(task));
+  } else {
+    p.loop.post(std::move(task));
+  }
+}
+
+bool Peer::drives_blocking_call(std::size_t bytes) const {
+  return impl_->drives_blocking_call(bytes);
+}
+
+bool Peer::drive_until(const std::function<bool()>& done, Duration limit) {
+  Impl& p = *impl_;
+  if (done()) return true;
+  if (p.loop.in_loop_thread()) return false;
+  // A timer at the limit wakes a driver asleep in the loop's wait, so that it returns in time.
+  const auto until = std::chrono::steady_clock::now() + limit;
+  const auto wake = p.loop.post_after(limit, [] {});
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  p.loop.drive_until([&] { return done() || std::chrono::steady_clock::now() >= until; },
+                     p.options.busy_poll ? std::nullopt : std::optional(spin_until));
+  p.loop.cancel(wake);
+  return done();
 }
 
 SocketTransportStats Peer::transport_stats() const {

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -193,7 +195,17 @@ class Peer {
   Status request(int peer, std::string name, Blob* out, std::uint64_t version = 0);
 
   // Advanced: run `fn(engine)` on the peer's loop (the runtime's free functions need that).
-  void post(std::function<void(Engine&)> fn);
+  // `caller_drives_next`: the caller drives the loop at once (drive_until), so a loop's thread
+  // that lingers for drivers is not woken for it.
+  void post(std::function<void(Engine&)> fn, bool caller_drives_next = false);
+  // Advanced, for blocking calls made outside kf::Handle (the Python binding's), which
+  // PeerOptions::caller_drives covers too. Whether a blocking call moving `bytes` has its caller
+  // drive the loop (SIZE_MAX, a size not known: only where every wait drives); if so, post its
+  // start with caller_drives_next and wait in drive_until.
+  bool drives_blocking_call(std::size_t bytes) const;
+  // Runs the peer's loop on this thread until done() or until `limit` passes, as Handle::wait
+  // does; returns done(). On the loop's own thread it returns done() at once.
+  bool drive_until(const std::function<bool()>& done, Duration limit);
   SocketTransportStats transport_stats() const;
 
  private:

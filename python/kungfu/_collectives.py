@@ -89,9 +89,18 @@ def _in_place_result(src: Buffer) -> Callable[[], Any]:
     return result
 
 
+# Each collective starts in one private function: the blocking form passes blocking=True, so that
+# where a blocking call's caller drives the runtime's loop (kf::PeerOptions::caller_drives), its
+# start is posted for the driver and its wait runs the loop (docs/performance.md).
+
+
 def allreduce_async(x: Any, op: str = "sum", *, inplace: bool = False,
                     name: Optional[str] = None) -> Handle:
     """Starts an allreduce of `x` (sum, min, max, prod, or avg for floating dtypes)."""
+    return _allreduce(x, op, inplace, name, blocking=False)
+
+
+def _allreduce(x: Any, op: str, inplace: bool, name: Optional[str], blocking: bool) -> Handle:
     call = "kungfu.allreduce"
     src, dst = _prepare(x, inplace, call, device_ok=True)
     if src.device is not None:
@@ -100,19 +109,23 @@ def allreduce_async(x: Any, op: str = "sum", *, inplace: bool = False,
                                         (src, dst))
     else:
         handle = _core.allreduce(src.address, dst.address, src.count, src.dtype,
-                                 _op_name(op, call), _name(name), (src, dst))
+                                 _op_name(op, call), _name(name), (src, dst), blocking)
     return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
 
 
 def allreduce(x: Any, op: str = "sum", *, inplace: bool = False,
               name: Optional[str] = None) -> Any:
     """The elementwise reduction of `x` over every peer, on every peer."""
-    return allreduce_async(x, op, inplace=inplace, name=name).wait()
+    return _allreduce(x, op, inplace, name, blocking=True).wait()
 
 
 def broadcast_async(x: Any, root: int = 0, *, inplace: bool = False,
                     name: Optional[str] = None) -> Handle:
     """Starts a broadcast of root's `x` to every peer."""
+    return _broadcast(x, root, inplace, name, blocking=False)
+
+
+def _broadcast(x: Any, root: int, inplace: bool, name: Optional[str], blocking: bool) -> Handle:
     call = "kungfu.broadcast"
     src = wrap(x, call)
     if inplace:
@@ -122,74 +135,87 @@ def broadcast_async(x: Any, root: int = 0, *, inplace: bool = False,
         data = src.empty_like()
         data.array[...] = src.array
     handle = _core.broadcast(data.address, data.count, data.dtype, int(root), _name(name),
-                             (src, data))
+                             (src, data), blocking)
     return Handle(handle, _in_place_result(src) if inplace else (lambda: data.array))
 
 
 def broadcast(x: Any, root: int = 0, *, inplace: bool = False,
               name: Optional[str] = None) -> Any:
     """Root's `x`, on every peer."""
-    return broadcast_async(x, root, inplace=inplace, name=name).wait()
+    return _broadcast(x, root, inplace, name, blocking=True).wait()
 
 
 def reduce_async(x: Any, op: str = "sum", root: int = 0, *, inplace: bool = False,
                  name: Optional[str] = None) -> Handle:
     """Starts a reduction of `x` to `root`; other peers' results are unspecified."""
+    return _reduce(x, op, root, inplace, name, blocking=False)
+
+
+def _reduce(x: Any, op: str, root: int, inplace: bool, name: Optional[str],
+            blocking: bool) -> Handle:
     call = "kungfu.reduce"
     src, dst = _prepare(x, inplace, call)
     handle = _core.reduce(src.address, dst.address, src.count, src.dtype, _op_name(op, call),
-                          int(root), _name(name), (src, dst))
+                          int(root), _name(name), (src, dst), blocking)
     return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
 
 
 def reduce(x: Any, op: str = "sum", root: int = 0, *, inplace: bool = False,
            name: Optional[str] = None) -> Any:
     """The reduction of `x` over every peer, at `root` (elsewhere: unspecified contents)."""
-    return reduce_async(x, op, root, inplace=inplace, name=name).wait()
+    return _reduce(x, op, root, inplace, name, blocking=True).wait()
 
 
 def allgather_async(x: Any, *, name: Optional[str] = None) -> Handle:
     """Starts an allgather: every peer's `x`, stacked in rank order."""
+    return _allgather(x, name, blocking=False)
+
+
+def _allgather(x: Any, name: Optional[str], blocking: bool) -> Handle:
     call = "kungfu.allgather"
     src = wrap(x, call)
     dst = src.stacked(_core.size())
     handle = _core.allgather(src.address, dst.address, src.count, src.dtype, _name(name),
-                             (src, dst))
+                             (src, dst), blocking)
     return Handle(handle, lambda: dst.array)
 
 
 def allgather(x: Any, *, name: Optional[str] = None) -> Any:
     """Every peer's `x`, stacked in rank order: shape (size, *x.shape)."""
-    return allgather_async(x, name=name).wait()
+    return _allgather(x, name, blocking=True).wait()
 
 
 def gather_async(x: Any, root: int = 0, *, name: Optional[str] = None) -> Handle:
     """Starts a gather of every peer's `x` at `root`."""
+    return _gather(x, root, name, blocking=False)
+
+
+def _gather(x: Any, root: int, name: Optional[str], blocking: bool) -> Handle:
     call = "kungfu.gather"
     src = wrap(x, call)
     dst = src.stacked(_core.size())
     handle = _core.gather(src.address, dst.address, src.count, src.dtype, int(root), _name(name),
-                          (src, dst))
+                          (src, dst), blocking)
     return Handle(handle, lambda: dst.array)
 
 
 def gather(x: Any, root: int = 0, *, name: Optional[str] = None) -> Any:
     """Every peer's `x` stacked in rank order at `root` (elsewhere: unspecified contents)."""
-    return gather_async(x, root, name=name).wait()
+    return _gather(x, root, name, blocking=True).wait()
 
 
 def consensus(x: Any, *, name: Optional[str] = None) -> bool:
     """Whether `x` holds the same bytes on every peer (a size that differs is a difference)."""
     src = wrap(x, "kungfu.consensus")
     width = src.array.element_size() if hasattr(src.array, "element_size") else src.array.itemsize
-    handle = _core.consensus(src.address, src.count * width, _name(name), src)
+    handle = _core.consensus(src.address, src.count * width, _name(name), src, True)
     handle.wait()
     return handle.agreed
 
 
 def barrier(name: Optional[str] = None) -> None:
     """Returns once every peer has called barrier."""
-    _core.barrier(_name(name)).wait()
+    _core.barrier(_name(name), True).wait()
 
 
 def save(name: str, x: Any) -> int:

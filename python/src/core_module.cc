@@ -149,6 +149,9 @@ BufferView view(std::uintptr_t address, std::size_t count, const std::string& dt
 // What Python holds of an operation.
 class PyOperation {
  public:
+  // How often a wait looks for a signal (Ctrl-C) while the operation is pending.
+  static constexpr Duration kSignalLook = std::chrono::milliseconds(50);
+
   PyOperation(OperationPtr op, py::object keep, std::shared_ptr<bool> agreed = nullptr,
               std::shared_ptr<kf::Blob> blob = nullptr)
       : op_(std::move(op)), agreed_(std::move(agreed)), blob_(std::move(blob)) {
@@ -156,13 +159,15 @@ class PyOperation {
     op_->release_when_done(hold(std::move(keep)));
   }
 
-  // Raises the operation's error; returns once it completed well.
+  // Raises the operation's error; returns once it completed well. A blocking call whose caller
+  // drives (Operation::driven) runs the runtime's loop meanwhile, as a C++ caller's
+  // Handle::wait does. Signals are looked at every kSignalLook either way.
   void wait() {
     for (;;) {
       std::optional<Status> s;
       {
         py::gil_scoped_release release;
-        s = op_->wait_for(std::chrono::milliseconds(50));
+        s = wait_slice(kSignalLook);
       }
       if (s) {
         if (!s->ok()) raise(*s);
@@ -182,8 +187,7 @@ class PyOperation {
       std::optional<Status> s;
       {
         py::gil_scoped_release release;
-        s = op_->wait_for(
-            std::clamp(left, Duration::zero(), Duration(std::chrono::milliseconds(50))));
+        s = wait_slice(std::clamp(left, Duration::zero(), kSignalLook));
       }
       if (s) {
         if (!s->ok()) raise(*s);
@@ -195,6 +199,19 @@ class PyOperation {
   }
 
   bool ready() const { return op_->ready(); }
+
+  // Waits up to `slice` for the operation without the GIL, driving the loop if it is driven.
+  std::optional<Status> wait_slice(Duration slice) const {
+    if (op_->driven()) {
+      const auto end = std::chrono::steady_clock::now() + slice;
+      const Operation& op = *op_;
+      Session::drive_until([&op] { return op.ready(); }, slice);
+      slice =
+          std::max(Duration::zero(),
+                   std::chrono::duration_cast<Duration>(end - std::chrono::steady_clock::now()));
+    }
+    return op_->wait_for(slice);
+  }
 
   // fn(error) once complete, on the completion thread: error is None, or the exception the
   // operation would raise.
@@ -488,13 +505,14 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "allreduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         const std::string& op, const std::string& name, py::object keep) {
-        return PyOperation(
-            session().allreduce(view(in, count, dtype), view(out, count, dtype), op_from(op), name),
-            std::move(keep));
+         const std::string& op, const std::string& name, py::object keep, bool blocking) {
+        const auto input = view(in, count, dtype);
+        const Session::BlockingCall call(blocking);
+        return PyOperation(session().allreduce(input, view(out, count, dtype), op_from(op), name),
+                           std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
-      py::arg("name"), py::arg("keep"));
+      py::arg("name"), py::arg("keep"), py::arg("blocking") = false);
   m.def(
       "device_allreduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
@@ -520,50 +538,54 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "broadcast",
       [](std::uintptr_t data, std::size_t count, const std::string& dtype, int root,
-         const std::string& name, py::object keep) {
-        return PyOperation(session().broadcast(view(data, count, dtype), root, name),
-                           std::move(keep));
+         const std::string& name, py::object keep, bool blocking) {
+        const auto buffer = view(data, count, dtype);
+        const Session::BlockingCall call(blocking);
+        return PyOperation(session().broadcast(buffer, root, name), std::move(keep));
       },
       py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("name"),
-      py::arg("keep"));
+      py::arg("keep"), py::arg("blocking") = false);
   m.def(
       "reduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         const std::string& op, int root, const std::string& name, py::object keep) {
-        return PyOperation(session().reduce(view(in, count, dtype), view(out, count, dtype),
-                                            op_from(op), root, name),
-                           std::move(keep));
+         const std::string& op, int root, const std::string& name, py::object keep, bool blocking) {
+        const auto input = view(in, count, dtype);
+        const Session::BlockingCall call(blocking);
+        return PyOperation(
+            session().reduce(input, view(out, count, dtype), op_from(op), root, name),
+            std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
-      py::arg("root"), py::arg("name"), py::arg("keep"));
+      py::arg("root"), py::arg("name"), py::arg("keep"), py::arg("blocking") = false);
   m.def(
       "allgather",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         const std::string& name, py::object keep) {
+         const std::string& name, py::object keep, bool blocking) {
         auto& s = session();
-        return PyOperation(
-            s.allgather(view(in, count, dtype),
-                        view(out, count * static_cast<std::size_t>(s.size()), dtype), name),
-            std::move(keep));
+        const auto output = view(out, count * static_cast<std::size_t>(s.size()), dtype);
+        const Session::BlockingCall call(blocking);
+        return PyOperation(s.allgather(view(in, count, dtype), output, name), std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("name"),
-      py::arg("keep"));
+      py::arg("keep"), py::arg("blocking") = false);
   m.def(
       "gather",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         int root, const std::string& name, py::object keep) {
+         int root, const std::string& name, py::object keep, bool blocking) {
         auto& s = session();
-        return PyOperation(
-            s.gather(view(in, count, dtype),
-                     view(out, count * static_cast<std::size_t>(s.size()), dtype), root, name),
-            std::move(keep));
+        const auto output = view(out, count * static_cast<std::size_t>(s.size()), dtype);
+        const Session::BlockingCall call(blocking);
+        return PyOperation(s.gather(view(in, count, dtype), output, root, name), std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"),
-      py::arg("name"), py::arg("keep"));
+      py::arg("name"), py::arg("keep"), py::arg("blocking") = false);
   m.def(
       "barrier",
-      [](const std::string& name) { return PyOperation(session().barrier(name), py::none()); },
-      py::arg("name"));
+      [](const std::string& name, bool blocking) {
+        const Session::BlockingCall call(blocking);
+        return PyOperation(session().barrier(name), py::none());
+      },
+      py::arg("name"), py::arg("blocking") = false);
   m.def(
       "save",
       [](const std::string& name, std::uintptr_t data, std::size_t bytes) {
@@ -582,12 +604,15 @@ PYBIND11_MODULE(_core, m) {
       "Starts fetching a peer's blob; the Operation's `blob` holds it once complete.");
   m.def(
       "consensus",
-      [](std::uintptr_t data, std::size_t bytes, const std::string& name, py::object keep) {
+      [](std::uintptr_t data, std::size_t bytes, const std::string& name, py::object keep,
+         bool blocking) {
         auto agreed = std::make_shared<bool>(false);
         ConstBufferView v(reinterpret_cast<const std::byte*>(data), bytes, kf::DType::u8);
+        const Session::BlockingCall call(blocking);
         return PyOperation(session().consensus(v, agreed, name), std::move(keep), agreed);
       },
-      py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"));
+      py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"),
+      py::arg("blocking") = false);
 
   bind_policies(m);  // policy_module.cc
 }

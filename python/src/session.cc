@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <future>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -16,6 +17,9 @@ namespace {
 
 std::mutex g_mu;
 std::unique_ptr<Session> g_session;
+
+// Session::BlockingCall's mark on this thread.
+thread_local bool t_blocking = false;
 
 }  // namespace
 
@@ -37,6 +41,35 @@ void Session::shutdown() {
 bool Session::initialized() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_session != nullptr;
+}
+
+Session::BlockingCall::BlockingCall(bool blocking) {
+  t_blocking = blocking;
+}
+
+Session::BlockingCall::~BlockingCall() {
+  t_blocking = false;
+}
+
+bool Session::drive_until(const std::function<bool()>& done, Duration limit) {
+  Session* s;
+  {
+    // Counted under g_mu, before shutdown() can take the session away: ~Session waits for it.
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_session) return done();
+    s = g_session.get();
+    std::lock_guard<std::mutex> session_lock(s->mu_);
+    if (s->closing_) return done();
+    ++s->driving_;
+  }
+  struct Leave {
+    Session& s;
+    ~Leave() {
+      std::lock_guard<std::mutex> lock(s.mu_);
+      if (--s.driving_ == 0) s.drivers_gone_.notify_all();
+    }
+  } leave{*s};
+  return s->peer_->drive_until(done, limit);
 }
 
 Session& Session::get() {
@@ -66,8 +99,9 @@ Session::Session(const SessionOptions& options)
 
 Session::~Session() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     closing_ = true;
+    drivers_gone_.wait(lock, [this] { return driving_ == 0; });
   }
   if (gpu_) {  // the context's communicators and streams go on the loop, where they were used
     std::promise<void> gone;
@@ -192,9 +226,13 @@ OperationPtr Session::launch(const char* kind, const std::string& name, Start st
       return op;
     }
   }
-  peer_->post([this, op, start = std::move(start)](Engine& e) {
-    start(e, [this, op](Status s) { finish(op, std::move(s)); });
-  });
+  // A size no small-call rule covers: driven only where every blocking call drives.
+  const bool driven =
+      t_blocking && peer_->drives_blocking_call(std::numeric_limits<std::size_t>::max());
+  if (driven) op->set_driven();
+  peer_->post([this, op, start = std::move(start)](
+                  Engine& e) { start(e, [this, op](Status s) { finish(op, std::move(s)); }); },
+              driven);
   return op;
 }
 

@@ -5,7 +5,10 @@
 // Python objects, this holds the runtime.
 #pragma once
 
+#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +44,22 @@ class Session {
   // Stops it: pending operations complete as cancelled, connections close in order.
   static void shutdown();
   static bool initialized();
+  // Runs the runtime's loop on this thread until done() or `limit` passes (kf::Peer::drive_until);
+  // returns done(). Without a session, or while it closes, returns done() at once. A closing
+  // session waits for its drivers (each returns within `limit`) before it closes its peer.
+  static bool drive_until(const std::function<bool()>& done, Duration limit);
+
+  // While it lives, the collectives this thread starts are blocking calls: their caller waits
+  // at once. Where every blocking call drives the loop (kf::PeerOptions::caller_drives; from
+  // Python not the small calls alone, which was slower where workers share cores), they are
+  // posted for the driver and marked driven (Operation::driven).
+  class BlockingCall {
+   public:
+    explicit BlockingCall(bool blocking);
+    ~BlockingCall();
+    BlockingCall(const BlockingCall&) = delete;
+    BlockingCall& operator=(const BlockingCall&) = delete;
+  };
   // Throws std::logic_error("kungfu is not initialized: call kungfu.init() first") before init().
   static Session& get();
 
@@ -125,6 +144,8 @@ class Session {
   std::set<OperationPtr> pending_;  // started, not complete
   bool closing_ = false;
   bool detached_ = false;
+  int driving_ = 0;  // threads in drive_until
+  std::condition_variable drivers_gone_;
 };
 
 }  // namespace kf::python

@@ -61,12 +61,14 @@ def worker_env(extra: Optional[dict] = None) -> dict:
 
 
 def run_kfrun(np_: int, script: str, *args: str, timeout: float = 120,
-              kfrun_flags: Sequence[str] = ()) -> subprocess.CompletedProcess:
+              kfrun_flags: Sequence[str] = (),
+              extra_env: Optional[dict] = None) -> subprocess.CompletedProcess:
     """`kfrun -np N python3 workers/SCRIPT ARGS`; the process's output and exit code."""
     base = free_port_base(np_)
     cmd = [kfrun(), "-q", "-np", str(np_), "-port-range", f"{base}-{base + np_}", *kfrun_flags,
            PYTHON, str(WORKERS / script), *args]
-    return subprocess.run(cmd, env=worker_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, env=worker_env(extra_env), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def spawn_torchrun_style(np_: int, script: str, *args: str,

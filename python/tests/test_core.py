@@ -28,6 +28,24 @@ def test_every_collective_dtype_and_mode_matches_the_reference(np_):
     assert r.stdout.count("checks passed") == np_, r.stdout
 
 
+@pytest.mark.parametrize("drives", ["1", "0"])
+def test_blocking_calls_match_the_reference_whether_or_not_their_caller_drives(drives):
+    """With KUNGFU_CALLER_DRIVES=1 a blocking call (kungfu.allreduce, not its _async form) is
+    posted for its caller, whose wait runs the runtime's loop; with 0 the loop's thread does it."""
+    r = run_kfrun(3, "collectives.py", timeout=300, extra_env={"KUNGFU_CALLER_DRIVES": drives})
+    check_ok(r)
+    assert r.stdout.count("checks passed") == 3, r.stdout
+
+
+def test_a_driving_wait_still_ends_with_the_collectives_timeout():
+    """A driven wait runs the loop in slices: a collective that cannot complete (names that
+    differ) still fails with its timeout on every rank."""
+    r = run_kfrun(3, "errors.py", "names-differ", timeout=60,
+                  extra_env={"KUNGFU_CALLER_DRIVES": "1"})
+    check_ok(r)
+    assert r.stdout.count("CollectiveTimeoutError after") == 3, r.stdout
+
+
 def test_workers_started_with_torchruns_variables_find_each_other():
     procs = spawn_torchrun_style(3, "collectives.py")
     outs = [p.communicate(timeout=300)[0] for p in procs]
