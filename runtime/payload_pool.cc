@@ -67,7 +67,7 @@ class Pool {
       const std::lock_guard lock(mu_);
       if (cached_ + size > kMaxCachedBytes) return false;
       auto& blocks = free_[size];
-      if (blocks.size() >= kPerClass) return false;
+      if (blocks.size() >= blocks_per_class(size)) return false;
       blocks.push_back(p);
       cached_ += size;
       poison(p, size);  // under mu_: once listed, another thread may take it

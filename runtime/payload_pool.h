@@ -10,8 +10,8 @@
 //
 // Contract: take(n) returns at least n bytes, aligned to kAlignment; give(p, n) takes back a
 // block that take(n) returned, with the same n, from any thread. Only sizes from kMinBytes up are
-// pooled; callers route smaller ones elsewhere. The pool keeps at most kPerClass blocks of each
-// size class and kMaxCachedBytes in all; the rest is freed.
+// pooled; callers route smaller ones elsewhere. The pool keeps at most blocks_per_class(size) of
+// each size class and kMaxCachedBytes in all; the rest is freed.
 #pragma once
 
 #include <cstddef>
@@ -21,12 +21,22 @@ namespace kf::payload_pool {
 
 inline constexpr std::size_t kMinBytes = std::size_t{64} << 10;
 inline constexpr std::size_t kMaxCachedBytes = std::size_t{256} << 20;
-inline constexpr std::size_t kPerClass = 8;
+// A class keeps kPerClassBytes' worth of blocks, and at least kMinPerClass. By bytes, not by
+// count: a collective in small chunks has many payloads of one class in flight at once (a 16 MiB
+// ring allreduce in 256 KiB chunks receives 32 per step at 2 ranks), and each one the pool could
+// not keep was faulted in afresh next time.
+inline constexpr std::size_t kPerClassBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kMinPerClass = 8;
 inline constexpr std::size_t kAlignment = 64;
 
 // The block size that serves n bytes: n rounded up to a quarter of its power of two (at most
 // 25% more than asked).
 std::size_t class_size(std::size_t n);
+
+// How many blocks of class `size` (a class_size) the pool keeps at most.
+constexpr std::size_t blocks_per_class(std::size_t size) {
+  return kPerClassBytes / size > kMinPerClass ? kPerClassBytes / size : kMinPerClass;
+}
 
 void* take(std::size_t n);
 void give(void* p, std::size_t n) noexcept;

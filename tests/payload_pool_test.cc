@@ -55,19 +55,44 @@ TEST(PayloadPool, SmallPayloadsNeverEnterIt) {
   EXPECT_EQ(after.cached_bytes, before.cached_bytes);
 }
 
-// It keeps at most kPerClass blocks of a class; the rest go back to the allocator.
+// It keeps at most blocks_per_class blocks of a class; the rest go back to the allocator.
 TEST(PayloadPool, ItKeepsAtMostItsBound) {
   const std::size_t n = 3 * kMiB + 1;  // a class no other test uses
   const std::size_t size = payload_pool::class_size(n);
+  const std::size_t kept = payload_pool::blocks_per_class(size);
+  ASSERT_EQ(kept, payload_pool::kPerClassBytes / size);
   const auto before = payload_pool::stats();
   {
     std::vector<PayloadBytes> many;
-    for (std::size_t i = 0; i < payload_pool::kPerClass + 3; ++i)
+    for (std::size_t i = 0; i < kept + 3; ++i)
       many.emplace_back(n);
   }
   const auto after = payload_pool::stats();
-  EXPECT_EQ(after.cached_bytes - before.cached_bytes, payload_pool::kPerClass * size);
+  EXPECT_EQ(after.cached_bytes - before.cached_bytes, kept * size);
   EXPECT_LE(after.cached_bytes, payload_pool::kMaxCachedBytes);
+}
+
+// Many payloads of a small class in flight at once (a collective in small chunks) all come back
+// to the pool, and the next round allocates none of them.
+TEST(PayloadPool, ManySmallPayloadsInFlightAreAllKept) {
+  const std::size_t n = 320 * 1024 + 8;  // a class no other test uses
+  const std::size_t size = payload_pool::class_size(n);
+  const std::size_t in_flight = 64;  // 20 MiB: more than kMinPerClass, within kPerClassBytes
+  ASSERT_GT(in_flight, payload_pool::kMinPerClass);
+  ASSERT_LE(in_flight * size, payload_pool::kPerClassBytes);
+  for (int round = 0; round < 2; ++round) {
+    const auto before = payload_pool::stats();
+    {
+      std::vector<PayloadBytes> many;
+      for (std::size_t i = 0; i < in_flight; ++i)
+        many.emplace_back(n);
+    }
+    const auto after = payload_pool::stats();
+    if (round == 1) {
+      EXPECT_EQ(after.hits - before.hits, in_flight);
+      EXPECT_EQ(after.misses, before.misses);
+    }
+  }
 }
 
 // Payloads are received on one thread and dropped on another: blocks move between threads
