@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
@@ -68,7 +69,7 @@ EpollLoop::~EpollLoop() {
 }
 
 TimePoint EpollLoop::now() const {
-  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - epoch_));
+  return since_epoch(std::chrono::steady_clock::now());
 }
 
 void EpollLoop::wake() {
@@ -233,12 +234,13 @@ void EpollLoop::arm_timer(TimePoint deadline) {
   ::timerfd_settime(timer_fd_.get(), 0, &spec, nullptr);
 }
 
-bool EpollLoop::run_ready_work() {
-  std::deque<Task> batch;
+bool EpollLoop::run_ready_work(TimePoint t) {
+  std::vector<Task> batch = std::move(spare_batch_);  // its capacity, no allocation
   {
     std::lock_guard lock(mu_);
     if (stopping_) return false;
-    batch.swap(tasks_);
+    batch.assign(std::make_move_iterator(tasks_.begin()), std::make_move_iterator(tasks_.end()));
+    tasks_.clear();
   }
   bool ran = !batch.empty();
   for (auto& task : batch) {
@@ -249,9 +251,10 @@ bool EpollLoop::run_ready_work() {
     task();
     task = nullptr;
   }
+  batch.clear();
+  spare_batch_ = std::move(batch);
   // Due timers one at a time: a timer cancelled by the work before it (say, by the destructor
   // of the object it belongs to) must not fire.
-  const TimePoint t = now();
   for (;;) {
     std::optional<Task> due;
     {
@@ -504,10 +507,12 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
     const Owner owner(*this);
     disarm_pollers();  // the loop's thread may have armed them before it slept
     while (!(finished = done())) {
-      const bool worked = run_ready_work();
+      const auto turn = std::chrono::steady_clock::now();  // the turn's one clock reading
+      const bool worked = run_ready_work(since_epoch(turn));
       const bool ran = run_pollers() || worked;
       // Work keeps the driver spinning, as it keeps the loop's thread polling (poll_briefly): a
       // large collective's next message comes within a step's time, not the whole operation's.
+      // The clock is read again: the work itself may have taken longer than the spin.
       if (ran && spin_until) spin_until = std::chrono::steady_clock::now() + kPollBeforeSleep;
       const bool quiet_spin = loud_watches_ == 0 && dedicated_core();
       int timeout = 0;
@@ -516,8 +521,8 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
         if (stopping_) break;
         // Past the spin: sleep in the loop's own wait, woken by a message, a post (driver_asleep_
         // makes posts write driver_wake_fd_, in epoll_) or the next timer's deadline.
-        if (!ran && tasks_.empty() && !spinning()) {
-          timeout = ms_until_deadline(timers_.next_deadline(), now());
+        if (!ran && tasks_.empty() && spin_until && turn >= *spin_until) {
+          timeout = ms_until_deadline(timers_.next_deadline(), since_epoch(turn));
           driver_asleep_ = true;
         }
       }
@@ -532,9 +537,8 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       // messages), the driver looks at them every kDescriptorLook: a look costs more than a
       // small message through a ring.
       if (timeout == 0 && quiet_spin) {
-        const auto t = std::chrono::steady_clock::now();
-        if (t < next_look_) continue;
-        next_look_ = t + kDescriptorLook;
+        if (turn < next_look_) continue;
+        next_look_ = turn + kDescriptorLook;
       }
       const int n =
           ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
