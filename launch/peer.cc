@@ -103,6 +103,8 @@ struct Peer::Impl {
   // fewer bytes than drive_below (0: none; drives implies all).
   std::atomic<bool> drives{false};
   std::atomic<std::size_t> drive_below{0};
+  // transport.ring_lend_min_bytes as the user gave it (0: fit_cores chooses).
+  std::size_t ring_lend_min_given = 0;
 
   // Whether this worker has a core of its own in `cluster`, and what follows from it: how the
   // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives: by default
@@ -119,6 +121,19 @@ struct Peer::Impl {
                       : small ? kSmallDriveBytes + 1
                               : 0,
                       std::memory_order_relaxed);
+    // Through a shared-memory ring, payloads up to the ring's size stream through it where every
+    // worker has a core (the writer and the reader copy at once), up to half of it where they
+    // share cores (then they take turns, and a large frame waits for the reader to make room).
+    const std::size_t ring = options.transport.shm_ring_bytes;
+    const std::size_t lend_from = ring_lend_min_given != 0 ? ring_lend_min_given
+                                  : own_core               ? ring
+                                                           : ring / 2;
+    options.transport.ring_lend_min_bytes = lend_from;
+    if (options.elastic) options.elastic->transport.ring_lend_min_bytes = lend_from;
+    // Later calls (a resize) run on the loop's thread, where the transports live.
+    if (fixed) fixed->set_ring_lend_min_bytes(lend_from);
+    if (membership && membership->current() != nullptr)
+      membership->current()->set_ring_lend_min_bytes(lend_from);
   }
 
   bool drives_blocking_call(std::size_t bytes) const {
@@ -247,6 +262,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
   if (p.options.engine.host_cores == 0)
     p.options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
+  p.ring_lend_min_given = p.options.transport.ring_lend_min_bytes;
   p.fit_cores(p.config.cluster, p.config.rank);
   try {
     p.loop.call([&] {

@@ -56,6 +56,11 @@ struct SocketTransportOptions {
   // handshake) pass payloads of at least lend_min_bytes by reference: one copy instead of two.
   bool lend_payloads = true;
   std::size_t lend_min_bytes = 64u << 10;
+  // ... and, where the frames go through a shared-memory ring (below), only from this many bytes
+  // as well: up to about the ring's size, a copy into it and one out cost less than the reader's
+  // process_vm_readv and its ack (kf::Peer sets it by the host's cores; docs/performance.md has
+  // the measurement). 0: lend_min_bytes alone. set_ring_lend_min_bytes changes it later.
+  std::size_t ring_lend_min_bytes = 0;
   // Payloads of at least this many bytes are sent from the engine's buffers without a copy
   // (written or lent from there); 0: always copy.
   std::size_t borrow_min_bytes = 64u << 10;
@@ -109,6 +114,7 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   // included and departed ones not, in rank order: whom a starting peer still waits for.
   std::vector<int> unconnected() const;
   const SocketTransportStats& stats() const { return stats_; }
+  void set_ring_lend_min_bytes(std::size_t bytes) { options_.ring_lend_min_bytes = bytes; }
   std::size_t lent_outstanding() const { return lent_.size(); }  // lent, not yet acked
   net::Endpoint endpoint_of(int rank) const;
 

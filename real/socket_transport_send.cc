@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -58,8 +59,10 @@ void SocketTransport::send(int destination, Message&& message) {
 }
 
 void SocketTransport::enqueue(Conn& c, Message message) {
-  if (c.lend && !message.payload.is_phantom() &&
-      message.payload.size() >= options_.lend_min_bytes) {
+  const std::size_t lend_min = c.writes_ring()
+                                   ? std::max(options_.lend_min_bytes, options_.ring_lend_min_bytes)
+                                   : options_.lend_min_bytes;
+  if (c.lend && !message.payload.is_phantom() && message.payload.size() >= lend_min) {
     std::uint64_t id = 0;
     std::atomic<std::uint64_t>* slot = socket_detail::LendSlots::instance().take(&id);
     const wire::Lent lent{reinterpret_cast<std::uintptr_t>(message.payload.data()), id,

@@ -385,6 +385,37 @@ TEST(Peer, BusyPollingRunsCollectivesOverUnixAndTcp) {
   EXPECT_EQ(wrong, 0);
 }
 
+// Between same-host peers with shared-memory rings, payloads stream through the ring up to its
+// size where every worker has a core, up to half of it where they share cores, and are lent
+// above that; the sums are right either way. A 1.5 MiB allreduce at 2 ranks goes round the ring
+// in two parts of 768 KiB: streamed on 2 cores, lent on 1.
+TEST(Peer, RingPeersLendOnlyWhatTheRingWouldCarrySlowly) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  auto lent_with_cores = [&](int cores) {
+    PeerOptions options;
+    options.engine.host_cores = cores;
+    options.engine.strategy = StrategyName::ring_rs_ag;
+    std::atomic<std::uint64_t> lent{0};
+    std::atomic<int> wrong{0};
+    on_every_peer(cluster, options, [&](Peer& peer) {
+      const float me = static_cast<float>(peer.rank() + 1);
+      std::vector<float> x((std::size_t{3} << 20) / 2 / sizeof(float), me);
+      for (int i = 0; i < 3; ++i) {
+        std::fill(x.begin(), x.end(), me);
+        if (!peer.allreduce(std::span<float>(x)).ok() || x.front() != 3.0f || x.back() != 3.0f)
+          ++wrong;
+      }
+      if (!peer.barrier().ok()) ++wrong;
+      lent += peer.transport_stats().lent;
+    });
+    EXPECT_EQ(wrong, 0) << cores << " cores";
+    return lent.load();
+  };
+  EXPECT_EQ(lent_with_cores(2), 0u);
+  EXPECT_GT(lent_with_cores(1), 0u);
+}
+
 // A busy-polling peer sends AUTO's small allreduces by recursive doubling unless told otherwise;
 // KUNGFU_AUTO_DOUBLING tells it, and a flag's value (PeerOptions) wins over the variable.
 TEST(Peer, BusyPollingTurnsOnRecursiveDoublingForSmallAllreduces) {
