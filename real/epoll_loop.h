@@ -167,8 +167,8 @@ class EpollLoop final : public Executor {
   TimePoint since_epoch(std::chrono::steady_clock::time_point t) const {
     return TimePoint(std::chrono::duration_cast<Duration>(t - epoch_));
   }
-  bool run_pollers();     // true if any poller found work
-  bool arm_pollers();     // false: a poller has work, do not sleep
+  bool run_pollers();  // true if any poller found work
+  bool arm_pollers();  // false: a poller has work, do not sleep
   void disarm_pollers();
 
   const std::chrono::steady_clock::time_point epoch_;
