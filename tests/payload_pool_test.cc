@@ -77,11 +77,13 @@ TEST(PayloadPool, ItKeepsAtMostItsBound) {
 TEST(PayloadPool, ManySmallPayloadsInFlightAreAllKept) {
   const std::size_t n = 320 * 1024 + 8;  // a class no other test uses
   const std::size_t size = payload_pool::class_size(n);
-  const std::size_t in_flight = 64;  // 20 MiB: more than kMinPerClass, within kPerClassBytes
+  const std::size_t in_flight = 64;  // 24 MiB: more than kMinPerClass, within kPerClassBytes
   ASSERT_GT(in_flight, payload_pool::kMinPerClass);
   ASSERT_LE(in_flight * size, payload_pool::kPerClassBytes);
   for (int round = 0; round < 2; ++round) {
     const auto before = payload_pool::stats();
+    ASSERT_LE(before.cached_bytes + in_flight * size, payload_pool::kMaxCachedBytes)
+        << "no room left in the pool for this test";
     {
       std::vector<PayloadBytes> many;
       for (std::size_t i = 0; i < in_flight; ++i)
