@@ -1,8 +1,10 @@
 #include "real/shm_ring.h"
 
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -24,6 +26,30 @@ namespace {
 constexpr std::uint64_t kMagic = 0x474E4952464B;  // "KFRING"
 constexpr std::size_t kHeaderBytes = 4096;        // the data starts on the next page
 
+long membarrier(int cmd) {
+  return ::syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+// Whether this process may issue the consumer's side of the asymmetric fence.
+bool can_fence_producers() {
+  static const bool can = [] {
+    const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+    return cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
+  }();
+  return can;
+}
+
+// Whether this process may publish lightly: its threads take the barriers a consumer's
+// membarrier asks for only once it has registered (once per process).
+bool may_publish_lightly() {
+  static const bool may = [] {
+    const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+    return cmds > 0 && (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0 &&
+           can_fence_producers() && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+  }();
+  return may;
+}
+
 }  // namespace
 
 bool ShmRing::valid_capacity(std::size_t capacity) {
@@ -36,6 +62,7 @@ struct ShmRing::Header {
   std::uint64_t magic;
   std::uint64_t capacity;
   std::byte tag[kTagBytes];
+  std::uint32_t light;  // 1: the producer publishes with a plain store (see shm_ring.h, "Fences")
   alignas(64) std::atomic<std::uint64_t> tail;   // written by the producer: bytes published
   alignas(64) std::atomic<std::uint64_t> head;   // written by the consumer: bytes consumed
   alignas(64) std::atomic<std::uint32_t> armed;  // 1: the consumer sleeps, ring the doorbell
@@ -78,7 +105,10 @@ std::unique_ptr<ShmRing> ShmRing::create(std::size_t capacity, Tag tag) {
   h->magic = kMagic;
   h->capacity = capacity;
   std::memcpy(h->tag, tag.data(), kTagBytes);
-  return std::unique_ptr<ShmRing>(new ShmRing(map, bytes, std::move(fd), capacity));
+  h->light = may_publish_lightly() ? 1 : 0;
+  std::unique_ptr<ShmRing> ring(new ShmRing(map, bytes, std::move(fd), capacity));
+  ring->light_ = h->light != 0;
+  return ring;
 }
 
 std::unique_ptr<ShmRing> ShmRing::open_peer(pid_t pid, int fd, std::size_t capacity, Tag tag,
@@ -113,6 +143,13 @@ std::unique_ptr<ShmRing> ShmRing::open_peer(pid_t pid, int fd, std::size_t capac
     why = fmt::format("{} is not the ring the handshake names", path);
     return nullptr;
   }
+  ring->light_ = h.light != 0;
+  if (ring->light_ && !can_fence_producers()) {
+    why =
+        "its producer publishes without a fence, and this process cannot issue the "
+        "membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) that asks for";
+    return nullptr;
+  }
   ring->head_ = h.head.load(std::memory_order_acquire);
   ring->tail_ = ring->head_;
   return ring;
@@ -135,6 +172,14 @@ std::size_t ShmRing::write(std::span<const std::byte> bytes) {
 
 bool ShmRing::publish() {
   Header& h = header();
+  if (light_) {
+    // A plain store, and the request read after it in program order only: the consumer's
+    // membarrier before it sleeps orders the two against its own (fence_before_sleep).
+    h.tail.store(tail_, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (h.armed.load(std::memory_order_relaxed) == 0) return false;
+    return h.armed.exchange(0, std::memory_order_acq_rel) != 0;
+  }
   // Sequentially consistent, against arm(): either the consumer sees this tail before it sleeps,
   // or this sees its request for a doorbell.
   h.tail.store(tail_, std::memory_order_seq_cst);
@@ -162,9 +207,26 @@ void ShmRing::consume(std::size_t n) {
 }
 
 bool ShmRing::arm() {
-  Header& h = header();
-  h.armed.store(1, std::memory_order_seq_cst);
-  return h.tail.load(std::memory_order_seq_cst) == head_;
+  request_doorbell();
+  return fence_before_sleep(light_) && !has_unread();
+}
+
+void ShmRing::request_doorbell() {
+  header().armed.store(1, std::memory_order_seq_cst);
+}
+
+bool ShmRing::fence_before_sleep(bool light) {
+  // Fenced producers: the requests' stores and has_unread()'s loads are sequentially consistent,
+  // which orders them against each other and against the producers' as they are.
+  if (!light) return true;
+  // After this returns, every thread of a registered process that was running has taken a full
+  // barrier since the requests above were visible, and one not running takes it as it is
+  // scheduled: a tail it published before reading the request is seen by has_unread().
+  return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+}
+
+bool ShmRing::has_unread() {
+  return header().tail.load(std::memory_order_seq_cst) != head_;
 }
 
 void ShmRing::disarm() {

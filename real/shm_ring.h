@@ -9,6 +9,14 @@
 // its loop sleeps, the consumer arms the ring (arm()); a producer that then publishes bytes is
 // told to ring the doorbell (one byte on the connection's socket), and only once per sleep.
 //
+// Fences: publishing the tail and then reading the consumer's request for a doorbell must not be
+// reordered, nor must the consumer's request and its last look at the tail, or a doorbell is
+// lost. Where the kernel offers membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), the producer
+// publishes with a plain store and the consumer, only when about to sleep, makes every running
+// thread of the producer's process take a full barrier (an asymmetric fence): a publish then
+// costs no locked instruction, which would stall the producer until the consumer's cache gives up
+// the tail's line. Elsewhere both sides take a sequentially consistent fence.
+//
 // Lifetimes: the producer keeps the memfd open until the consumer has mapped it (the welcome);
 // each side unmaps its view when the connection closes. The consumer never trusts the producer's
 // counters: a tail behind the head or more than the capacity ahead of it fails the ring.
@@ -62,7 +70,8 @@ class ShmRing {
   // Consumer. readable() is what has been published and not consumed, in at most two pieces
   // (the second when it wraps round); an empty first piece means nothing. A corrupt ring
   // (counters no producer of ours could write) gives corrupt() true and nothing to read.
-  // consume(n) gives back the first n bytes.
+  // consume(n) gives back the first n bytes. (open_peer refuses a ring whose producer publishes
+  // lightly where this process cannot make the fence that asks for.)
   std::pair<std::span<const std::byte>, std::span<const std::byte>> readable();
   void consume(std::size_t n);
   bool corrupt() const { return corrupt_; }
@@ -70,6 +79,13 @@ class ShmRing {
   // bytes are already waiting (then do not sleep). disarm() after waking.
   bool arm();
   void disarm();
+  // arm() for several rings with one fence: request_doorbell() on each, then
+  // fence_before_sleep(any of them publishes_lightly()), then has_unread() on each. A false
+  // fence_before_sleep means it could not be made: do not sleep.
+  void request_doorbell();
+  bool publishes_lightly() const { return light_; }
+  static bool fence_before_sleep(bool light);
+  bool has_unread();
 
  private:
   struct Header;
@@ -87,6 +103,7 @@ class ShmRing {
   std::uint64_t tail_ = 0;
   std::uint64_t head_ = 0;  // consumer: the next byte to read
   bool corrupt_ = false;
+  bool light_ = false;  // the producer publishes with a plain store (see "Fences" above)
 };
 
 }  // namespace kf

@@ -184,12 +184,22 @@ bool SocketTransport::poll() {
 }
 
 bool SocketTransport::arm() {
-  bool idle = true;
+  // Every ring's request first, then one fence for them all (a membarrier where the producers
+  // publish lightly), then every ring's last look.
+  bool light = false;
   for (const ConnId id : ring_readers_) {
     const auto it = conns_.find(id);
-    if (it != conns_.end() && !it->second->ring->arm()) idle = false;
+    if (it == conns_.end()) continue;
+    it->second->ring->request_doorbell();
+    light = light || it->second->ring->publishes_lightly();
   }
-  return idle;
+  if (ring_readers_.empty()) return true;
+  if (!ShmRing::fence_before_sleep(light)) return false;
+  for (const ConnId id : ring_readers_) {
+    const auto it = conns_.find(id);
+    if (it != conns_.end() && it->second->ring->has_unread()) return false;
+  }
+  return true;
 }
 
 void SocketTransport::disarm() {

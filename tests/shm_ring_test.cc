@@ -1,11 +1,16 @@
 // ShmRing, both ends in this process (the consumer maps the producer's memfd through /proc, as a
 // peer process does): bytes in order across the wrap, a full ring taking what fits, the
-// doorbell asked for once per sleep, and refusals of a file that is not the ring named.
+// doorbell asked for once per sleep and never lost to a race with a publish, and refusals of a
+// file that is not the ring named.
 #include "real/shm_ring.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/membarrier.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,7 +22,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "real/fd.h"
 
 namespace kf {
 namespace {
@@ -114,6 +122,79 @@ TEST(ShmRing, AnArmedReaderAsksForOneDoorbellAndNoneWhenBytesWait) {
   EXPECT_FALSE(producer->publish()) << "one doorbell per sleep";
   consumer->disarm();
   EXPECT_EQ(read_all(*consumer).size(), 20u);
+}
+
+// The race the fences exist for, run many times: a consumer that arms and sleeps while the
+// producer publishes must get a doorbell (here an eventfd) for every sleep whose last look saw
+// nothing. A lost one leaves it asleep with bytes waiting: the bounded wait fails the test.
+// (Thousands of sleeps a run; a missing fence loses a doorbell only when a publish lands in the
+// few nanoseconds its store waits to be seen, so passing is evidence, not proof.)
+TEST(ShmRing, NoDoorbellIsLostWhenAPublishRacesTheReaderGoingToSleep) {
+  auto [producer, consumer] = ring_pair(4096);
+  ASSERT_TRUE(consumer);
+  const Fd bell(::eventfd(0, EFD_CLOEXEC));
+  ASSERT_TRUE(bell);
+  constexpr std::uint64_t kMessages = 100'000;
+  std::atomic<bool> failed{false};
+  std::atomic<std::uint64_t> pause{0};
+  std::thread writer([&, &producer = producer] {
+    std::uint64_t spin = 1;
+    for (std::uint64_t i = 0; i < kMessages && !failed.load(std::memory_order_relaxed); ++i) {
+      const std::byte b{static_cast<unsigned char>(i)};
+      while (producer->write(std::span(&b, 1)) == 0)
+        std::this_thread::yield();
+      if (producer->publish()) {
+        const std::uint64_t one = 1;
+        ASSERT_EQ(::write(bell.get(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
+      }
+      // Pauses of varying length, so that the reader often reaches its sleep in the window.
+      spin = spin * 6364136223846793005ULL + 1442695040888963407ULL;
+      for (std::uint64_t k = spin >> 54; k > 0; --k)
+        pause.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::uint64_t got = 0, sleeps = 0;
+  while (got < kMessages) {
+    const auto [first, second] = consumer->readable();
+    if (!first.empty()) {
+      for (const auto piece : {first, second}) {
+        for (const std::byte b : piece) {
+          ASSERT_EQ(b, std::byte{static_cast<unsigned char>(got)}) << "at byte " << got;
+          ++got;
+        }
+      }
+      consumer->consume(first.size() + second.size());
+      continue;
+    }
+    if (consumer->arm()) {
+      ++sleeps;
+      pollfd p{.fd = bell.get(), .events = POLLIN, .revents = 0};
+      if (::poll(&p, 1, 5000) != 1) {
+        failed = true;
+        consumer->disarm();
+        break;
+      }
+      std::uint64_t n = 0;
+      ASSERT_EQ(::read(bell.get(), &n, sizeof n), static_cast<ssize_t>(sizeof n));
+    }
+    consumer->disarm();
+  }
+  writer.join();
+  EXPECT_FALSE(failed) << "asleep 5 s with bytes waiting after " << got << " bytes and " << sleeps
+                       << " sleeps: a doorbell was lost";
+  EXPECT_EQ(got, kMessages);
+  RecordProperty("sleeps", std::to_string(sleeps));
+}
+
+TEST(ShmRing, ProducersPublishLightlyWhereTheKernelHasTheFence) {
+  auto [producer, consumer] = ring_pair(4096);
+  ASSERT_TRUE(consumer);
+  EXPECT_EQ(consumer->publishes_lightly(), producer->publishes_lightly())
+      << "the consumer reads how its producer publishes from the ring";
+  const long cmds = ::syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  const bool kernel_has_it = cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
+                             (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0;
+  EXPECT_EQ(producer->publishes_lightly(), kernel_has_it);
 }
 
 TEST(ShmRing, OpeningRefusesWhatIsNotTheRingTheHandshakeNames) {
