@@ -141,7 +141,7 @@ TEST(ShmRing, NoDoorbellIsLostWhenAPublishRacesTheReaderGoingToSleep) {
     std::uint64_t spin = 1;
     for (std::uint64_t i = 0; i < kMessages && !failed.load(std::memory_order_relaxed); ++i) {
       const std::byte b{static_cast<unsigned char>(i)};
-      while (producer->write(std::span(&b, 1)) == 0)
+      while (producer->write(std::span(&b, 1)) == 0 && !failed.load(std::memory_order_relaxed))
         std::this_thread::yield();
       if (producer->publish()) {
         const std::uint64_t one = 1;
@@ -153,6 +153,16 @@ TEST(ShmRing, NoDoorbellIsLostWhenAPublishRacesTheReaderGoingToSleep) {
         pause.fetch_add(1, std::memory_order_relaxed);
     }
   });
+  // The writer is stopped and joined however the reader leaves (an ASSERT returns early).
+  struct StopWriter {
+    std::atomic<bool>& failed;
+    std::thread& writer;
+    ~StopWriter() {
+      if (!writer.joinable()) return;
+      failed = true;
+      writer.join();
+    }
+  } stop_writer{failed, writer};
   std::uint64_t got = 0, sleeps = 0;
   while (got < kMessages) {
     const auto [first, second] = consumer->readable();
