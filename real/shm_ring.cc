@@ -14,6 +14,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <system_error>
@@ -40,14 +41,21 @@ bool can_fence_producers() {
 }
 
 // Whether this process may publish lightly: its threads take the barriers a consumer's
-// membarrier asks for only once it has registered (once per process).
+// membarrier asks for only once it has registered. Registration belongs to the address space,
+// so a child forked after it registers again.
 bool may_publish_lightly() {
-  static const bool may = [] {
-    const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
-    return cmds > 0 && (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0 &&
-           can_fence_producers() && membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
-  }();
-  return may;
+  static std::mutex mutex;
+  static pid_t registered = 0;
+  const std::lock_guard lock(mutex);
+  const pid_t self = ::getpid();
+  if (registered == self) return true;
+  const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+  if (cmds <= 0 || (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ||
+      !can_fence_producers() || membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) {
+    return false;
+  }
+  registered = self;
+  return true;
 }
 
 }  // namespace
