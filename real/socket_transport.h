@@ -141,6 +141,13 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   void deliver(int peer, std::vector<Message>& messages);
   void flush(Conn& c);
   void flush_ring(Conn& c);  // flush for a connection whose frames go by shared memory
+  // Into c's ring at once, without a queue entry (c's queue is empty and the payload not lent);
+  // what does not fit is queued.
+  void write_ring(Conn& c, Message&& message);
+  // After writing to c's ring: publishes, rings the doorbell of a sleeping reader, and looks
+  // again soon if the ring was full.
+  void after_ring_write(Conn& c);
+  bool lends(const Conn& c, const Message& message) const;  // the payload goes lent
   // After a round of bytes fed to c's decoder: acks taken, lent payloads borrowed, the messages
   // delivered, then a bye or a protocol error acted on. False: the connection is closed.
   bool finish_round(Conn& c, std::vector<Message>& messages);
@@ -198,6 +205,22 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
     std::unique_ptr<std::atomic<std::uint64_t>, SlotRelease> slot;
   };
   std::map<std::uint64_t, LentPayload> lent_;
+  // A round of received messages is gathered in a vector taken from here and put back after, so
+  // that a steady stream allocates none. (A delivery that reads again meanwhile gets a fresh one.)
+  std::vector<Message> spare_round_;
+  struct RoundBuffer {
+    explicit RoundBuffer(std::vector<Message>& kept) : spare(kept), messages(std::move(kept)) {
+      messages.clear();
+    }
+    ~RoundBuffer() {
+      messages.clear();
+      if (messages.capacity() > spare.capacity()) spare = std::move(messages);
+    }
+    RoundBuffer(const RoundBuffer&) = delete;
+    RoundBuffer& operator=(const RoundBuffer&) = delete;
+    std::vector<Message>& spare;
+    std::vector<Message> messages;
+  };
   std::vector<std::vector<std::uint64_t>> pending_acks_;  // by rank, until connected
   bool started_ = false;
   bool shutting_down_ = false;

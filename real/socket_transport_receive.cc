@@ -41,7 +41,8 @@ void SocketTransport::read_frames(Conn& first) {
     const auto it = conns_.find(id);
     if (it == conns_.end()) return;
     Conn& c = *it->second;
-    std::vector<Message> messages;
+    RoundBuffer round(spare_round_);
+    std::vector<Message>& messages = round.messages;
     bool drained = false;
     while (budget > 0) {
       ssize_t n;
@@ -163,7 +164,8 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     }
     if (first.empty()) return true;
     found = true;
-    std::vector<Message> messages;
+    RoundBuffer round(spare_round_);
+    std::vector<Message>& messages = round.messages;
     // The decoder copies what it takes, so the bytes are given back before delivery.
     c.decoder.feed(first, messages);
     if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages);

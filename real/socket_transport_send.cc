@@ -1,6 +1,7 @@
 // SocketTransport's writing: send queues a message on the destination's connection (or until
 // that connection is established), enqueue encodes it (lending its payload when the connection
-// allows), and flush writes the queue by scatter/gather without copying payloads. During
+// allows), and flush writes the queue by scatter/gather without copying payloads. A message for a
+// shared-memory ring with nothing queued before it goes straight into the ring. During
 // shutdown, a connection whose queue (its bye last) is out is shut for writing.
 #include "real/socket_transport.h"
 
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -30,6 +32,9 @@ namespace {
 constexpr int kMaxIov = 64;
 // How soon a writer whose ring was full tries again.
 constexpr Duration kRingRetry = std::chrono::microseconds(20);
+// A message to a ring with a name up to this long goes straight in, its prefix encoded on the
+// stack, when nothing is queued before it.
+constexpr std::size_t kStackNameBytes = 256;
 
 }  // namespace
 
@@ -54,15 +59,42 @@ void SocketTransport::send(int destination, Message&& message) {
     return;
   }
   Conn& c = *it->second;
+  if (c.writes_ring() && c.out.empty() && !lends(c, message) &&
+      message.header.name.size() <= kStackNameBytes) {
+    write_ring(c, std::move(message));
+    return;
+  }
   enqueue(c, std::move(message));
   if (c.out.size() == 1) flush(c);
 }
 
-void SocketTransport::enqueue(Conn& c, Message message) {
+bool SocketTransport::lends(const Conn& c, const Message& message) const {
   const std::size_t lend_min = c.writes_ring()
                                    ? std::max(options_.lend_min_bytes, options_.ring_lend_min_bytes)
                                    : options_.lend_min_bytes;
-  if (c.lend && !message.payload.is_phantom() && message.payload.size() >= lend_min) {
+  return c.lend && !message.payload.is_phantom() && message.payload.size() >= lend_min;
+}
+
+void SocketTransport::write_ring(Conn& c, Message&& message) {
+  std::array<std::byte, wire::kHeaderBytes + kStackNameBytes> buffer;
+  const std::span<const std::byte> prefix(buffer.data(), wire::encode_prefix(message, buffer));
+  const std::span<const std::byte> payload =
+      message.payload.is_phantom()
+          ? std::span<const std::byte>()
+          : std::span<const std::byte>(message.payload.data(), message.payload.size());
+  ShmRing& ring = *c.ring;
+  std::size_t written = ring.write(prefix);
+  if (written == prefix.size() && !payload.empty()) written += ring.write(payload);
+  if (written < prefix.size() + payload.size()) {
+    // Full: the rest waits in the queue, as flush_ring would have left it.
+    c.out.push_back({std::vector<std::byte>(prefix.begin(), prefix.end()), std::move(message)});
+    c.out_offset = written;
+  }
+  after_ring_write(c);
+}
+
+void SocketTransport::enqueue(Conn& c, Message message) {
+  if (lends(c, message)) {
     std::uint64_t id = 0;
     std::atomic<std::uint64_t>* slot = socket_detail::LendSlots::instance().take(&id);
     const wire::Lent lent{reinterpret_cast<std::uintptr_t>(message.payload.data()), id,
@@ -159,6 +191,11 @@ void SocketTransport::flush_ring(Conn& c) {
     c.out.pop_front();
     c.out_offset = 0;
   }
+  after_ring_write(c);
+}
+
+void SocketTransport::after_ring_write(Conn& c) {
+  ShmRing& ring = *c.ring;
   if (ring.publish()) {
     // The reader sleeps: one byte on the socket wakes it. EAGAIN means the socket already holds
     // unread doorbells, which wake it as well; a broken socket shows on the reading side.

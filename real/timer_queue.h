@@ -1,11 +1,17 @@
 // TimerQueue: the timers of one event loop, ordered by deadline (ties fire in the order they were
 // set) and cancellable by id. Not thread-safe: each loop guards it with its own mutex.
+//
+// Every collective sets a timer for its deadline and cancels it when it completes, so a steady run
+// adds and removes a timer per operation: the nodes of both maps are kept (up to kSpareNodes of
+// each) for the next timer instead of going back to the allocator.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "runtime/executor.h"
 
@@ -18,16 +24,34 @@ class TimerQueue {
 
   TimerId add(TimePoint deadline, Task task) {
     const TimerId id = ++next_;
-    timers_.emplace(std::make_pair(deadline, id), std::move(task));
-    deadlines_.emplace(id, deadline);
+    if (spare_timers_.empty()) {
+      timers_.emplace(std::make_pair(deadline, id), std::move(task));
+    } else {
+      auto node = std::move(spare_timers_.back());
+      spare_timers_.pop_back();
+      node.key() = {deadline, id};
+      node.mapped() = std::move(task);
+      timers_.insert(std::move(node));
+    }
+    if (spare_deadlines_.empty()) {
+      deadlines_.emplace(id, deadline);
+    } else {
+      auto node = std::move(spare_deadlines_.back());
+      spare_deadlines_.pop_back();
+      node.key() = id;
+      node.mapped() = deadline;
+      deadlines_.insert(std::move(node));
+    }
     return id;
   }
 
   void cancel(TimerId id) {
     const auto it = deadlines_.find(id);
     if (it == deadlines_.end()) return;
-    timers_.erase({it->second, id});
-    deadlines_.erase(it);
+    auto timer = timers_.extract({it->second, id});
+    timer.mapped() = nullptr;  // the task's captures go now, as when it is erased
+    keep(spare_timers_, std::move(timer));
+    keep(spare_deadlines_, deadlines_.extract(it));
   }
 
   // TimePoint::max() when there is none.
@@ -39,8 +63,11 @@ class TimerQueue {
   std::optional<Task> pop_due(TimePoint now) {
     if (timers_.empty() || timers_.begin()->first.first > now) return std::nullopt;
     auto node = timers_.extract(timers_.begin());
-    deadlines_.erase(node.key().second);
-    return std::move(node.mapped());
+    keep(spare_deadlines_, deadlines_.extract(node.key().second));
+    std::optional<Task> task = std::move(node.mapped());
+    node.mapped() = nullptr;
+    keep(spare_timers_, std::move(node));
+    return task;
   }
 
   // Empties the queue, handing the tasks over so the caller can destroy them outside its lock
@@ -48,8 +75,19 @@ class TimerQueue {
   TimerQueue take() { return std::exchange(*this, TimerQueue{}); }
 
  private:
-  std::map<std::pair<TimePoint, TimerId>, Task> timers_;
-  std::unordered_map<TimerId, TimePoint> deadlines_;
+  static constexpr std::size_t kSpareNodes = 64;
+  using Timers = std::map<std::pair<TimePoint, TimerId>, Task>;
+  using Deadlines = std::unordered_map<TimerId, TimePoint>;
+
+  template <typename Node>
+  static void keep(std::vector<Node>& spares, Node node) {
+    if (!node.empty() && spares.size() < kSpareNodes) spares.push_back(std::move(node));
+  }
+
+  Timers timers_;
+  Deadlines deadlines_;
+  std::vector<Timers::node_type> spare_timers_;
+  std::vector<Deadlines::node_type> spare_deadlines_;
   TimerId next_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace kf::wire {
 namespace {
@@ -32,9 +33,22 @@ bool known_kind(std::uint8_t k) {
 
 }  // namespace
 
+std::size_t prefix_bytes(const Message& m) {
+  return kHeaderBytes + m.header.name.size();
+}
+
 std::vector<std::byte> encode_prefix(const Message& m) {
+  std::vector<std::byte> out(prefix_bytes(m));
+  encode_prefix(m, out);
+  return out;
+}
+
+std::size_t encode_prefix(const Message& m, std::span<std::byte> out) {
   const auto& h = m.header;
-  std::vector<std::byte> out(kHeaderBytes + h.name.size());
+  if (out.size() < prefix_bytes(m)) {
+    throw std::invalid_argument(fmt::format("encode_prefix: {} bytes cannot hold the prefix of {}",
+                                            out.size(), prefix_bytes(m)));
+  }
   std::byte* p = out.data();
   put<std::uint8_t>(p + 0, static_cast<std::uint8_t>(h.kind));
   put<std::uint8_t>(p + 1, m.payload.is_phantom() ? kBitPhantom : 0);
@@ -46,7 +60,7 @@ std::vector<std::byte> encode_prefix(const Message& m) {
   put<std::uint64_t>(p + 24, h.version);
   put<std::uint64_t>(p + 32, m.payload.size());
   std::memcpy(p + kHeaderBytes, h.name.data(), h.name.size());
-  return out;
+  return prefix_bytes(m);
 }
 
 std::vector<std::byte> encode_lent_prefix(const Message& m, Lent lent) {

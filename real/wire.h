@@ -48,6 +48,9 @@ struct LentRef {
 
 // Header of `message` followed by its name: what goes before the payload on the wire.
 std::vector<std::byte> encode_prefix(const Message& message);
+// The same into `out`, which must hold prefix_bytes(message); returns the bytes written.
+std::size_t prefix_bytes(const Message& message);
+std::size_t encode_prefix(const Message& message, std::span<std::byte> out);
 // The prefix of a message whose payload is lent rather than sent.
 std::vector<std::byte> encode_lent_prefix(const Message& message, Lent lent);
 std::vector<std::byte> encode_bye();

@@ -139,7 +139,7 @@ void Engine::reject(DoneCallback done, Status status) {
 }
 
 void Engine::start(std::unique_ptr<Operation> op) {
-  const std::string name = op->name();
+  const std::string& name = op->name();  // op's own: valid while op lives, here or in active_
   if (active_.contains(name)) {
     reject(op->take_callback(),
            Status(ErrorCode::invalid_argument,
@@ -160,19 +160,39 @@ void Engine::start(std::unique_ptr<Operation> op) {
   const std::uint64_t serial = ref.serial;
   const Duration timeout = ref.timeout > Duration::zero() ? ref.timeout : options_.timeout;
   ref.deadline = executor_.now() + timeout;
-  ref.timer = executor_.post_after(timeout, [this, name, serial, timeout] {
-    const auto it = active_.find(name);
-    if (it == active_.end() || it->second->serial != serial) return;
+  // Captures no more than fit a task without an allocation. Found by serial: a timeout is rare,
+  // and a scan then costs less than a name kept per operation.
+  ref.timer = executor_.post_after(timeout, [this, serial] {
+    const auto it = std::ranges::find_if(
+        active_, [serial](const auto& entry) { return entry.second->serial == serial; });
+    if (it == active_.end()) return;
     const Operation& late = *it->second;
-    fail(name,
+    const std::string late_name = late.name();
+    fail(late_name,
          Status(ErrorCode::timeout,
-                fmt::format("{} '{}' on rank {} timed out after {:.3f}s waiting for {}",
-                            late.kind(), name, rank_, to_seconds(timeout), late.waiting_for())));
+                fmt::format(
+                    "{} '{}' on rank {} timed out after {:.3f}s waiting for {}", late.kind(),
+                    late_name, rank_,
+                    to_seconds(late.timeout > Duration::zero() ? late.timeout : options_.timeout),
+                    late.waiting_for())));
   });
-  active_.emplace(name, std::move(op));
+  if (spare_active_.empty()) {
+    active_.emplace(name, std::move(op));
+  } else {
+    auto node = std::move(spare_active_.back());
+    spare_active_.pop_back();
+    node.key() = name;
+    node.mapped() = std::move(op);
+    active_.insert(std::move(node));
+  }
   ref.start();
   if (!ref.done()) deliver_stashed(ref);
-  settle(name);
+  settle(ref.name());
+}
+
+void Engine::retire(Active::iterator it) {
+  auto node = active_.extract(it);
+  if (spare_active_.size() < kSpareNodes) spare_active_.push_back(std::move(node));
 }
 
 void Engine::deliver_stashed(Operation& op) {
@@ -189,14 +209,17 @@ void Engine::deliver_stashed(Operation& op) {
       ++i;
     }
   }
-  if (queue.empty()) mailbox_.erase(it);
+  if (queue.empty()) {
+    auto node = mailbox_.extract(it);
+    if (spare_mailbox_.size() < kSpareNodes) spare_mailbox_.push_back(std::move(node));
+  }
 }
 
 void Engine::settle(const std::string& name) {
   const auto it = active_.find(name);
   if (it == active_.end() || !it->second->done()) return;
   std::unique_ptr<Operation> op = std::move(it->second);
-  active_.erase(it);
+  retire(it);
   if (last_found_ == op.get()) last_found_ = nullptr;
   executor_.cancel(op->timer);
   Status status = op->result();
@@ -207,7 +230,7 @@ void Engine::fail(const std::string& name, Status status) {
   const auto it = active_.find(name);
   if (it == active_.end()) return;
   std::unique_ptr<Operation> op = std::move(it->second);
-  active_.erase(it);
+  retire(it);
   if (last_found_ == op.get()) last_found_ = nullptr;
   executor_.cancel(op->timer);
   complete(std::move(op), std::move(status));
@@ -350,7 +373,18 @@ void Engine::on_message(int source, Message&& message) {
   // match by the key and the header's other fields, never by the header's name.
   const bool remote = message.payload.is_remote();
   std::string name = std::move(message.header.name);
-  mailbox_[std::move(name)].push_back({source, std::move(message), executor_.now()});
+  auto queue = mailbox_.find(name);
+  if (queue == mailbox_.end()) {
+    if (spare_mailbox_.empty()) {
+      queue = mailbox_.try_emplace(std::move(name)).first;
+    } else {
+      auto node = std::move(spare_mailbox_.back());
+      spare_mailbox_.pop_back();
+      node.key() = std::move(name);
+      queue = mailbox_.insert(std::move(node)).position;
+    }
+  }
+  queue->second.push_back({source, std::move(message), executor_.now()});
   if (remote) arm_hold_timer();
 }
 
@@ -400,7 +434,7 @@ void Engine::on_peer_lost(int peer, Status why) {
   std::vector<std::string> names;
   names.reserve(active_.size());
   for (const auto& [name, op] : active_)
-    names.push_back(name);
+    names.emplace_back(name);
   for (const auto& name : names) {
     const auto it = active_.find(name);
     if (it == active_.end()) continue;

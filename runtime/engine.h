@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -121,14 +122,20 @@ class Engine {
   std::string describe_peer(int rank) const;
 
  private:
-  std::shared_ptr<const CompiledStrategy> with_algorithm(
-      const std::shared_ptr<const CompiledStrategy>& strategy, Algorithm algorithm,
-      std::shared_ptr<const CompiledStrategy>& cached);
   struct Stashed {
     int source;
     Message message;
     TimePoint at;  // when it was stashed
   };
+  // In-flight operations by name; the key views the operation's own name, which lives as long as
+  // the entry.
+  using Active = std::unordered_map<std::string_view, std::unique_ptr<Operation>>;
+  // Messages that arrived before their operation started, by name, in arrival order.
+  using Mailbox = std::unordered_map<std::string, std::deque<Stashed>>;
+
+  std::shared_ptr<const CompiledStrategy> with_algorithm(
+      const std::shared_ptr<const CompiledStrategy>& strategy, Algorithm algorithm,
+      std::shared_ptr<const CompiledStrategy>& cached);
 
   void on_message(int source, Message&& message);
   Operation* find_active(const std::string& name);  // in active_, or null
@@ -136,6 +143,7 @@ class Engine {
   void on_p2p_request(int source, Message request);
   void deliver_stashed(Operation& op);
   void settle(const std::string& name);  // completes `name` if its operation is done
+  void retire(Active::iterator it);      // takes an entry out of active_, keeping its node
   void fail(const std::string& name, Status status);
   // Completes `op`: at once, or once the transport has given back what it borrowed from it.
   void complete(std::unique_ptr<Operation> op, Status status);
@@ -168,14 +176,21 @@ class Engine {
   std::shared_ptr<const CompiledStrategy> over_graphs_;  // of strategy_
   std::shared_ptr<const CompiledStrategy> over_ring_;    // of strategy_
 
-  std::unordered_map<std::string, std::unique_ptr<Operation>> active_;
+  Active active_;
   // Done, waiting for the transport to give back borrowed pieces of their buffers; by serial.
   struct Lending {
     std::unique_ptr<Operation> op;
     Status status;  // what it completes with
   };
   std::map<std::uint64_t, Lending> lending_;
-  std::unordered_map<std::string, std::deque<Stashed>> mailbox_;
+  Mailbox mailbox_;
+  // A steady run starts and completes an operation, and often stashes a message that arrived
+  // before its operation, every step: the nodes of active_ and mailbox_ (a mailbox entry's queue
+  // keeps its blocks) are kept for the next ones, up to kSpareNodes of each, instead of going back
+  // to the allocator.
+  static constexpr std::size_t kSpareNodes = 16;
+  std::vector<Active::node_type> spare_active_;
+  std::vector<Mailbox::node_type> spare_mailbox_;
   std::map<int, Status> lost_peers_;
   std::uint64_t stale_messages_ = 0;
   std::vector<std::pair<int, Message>> newer_;
