@@ -1,0 +1,32 @@
+#!/bin/bash
+# Fewer allocations per collective (kept timer, operation and mailbox nodes, a ring's frame
+# written straight in, a reused receive round): kfbench built before the change ($OLD, a kfbench
+# binary) against the tree's, one case per job, in back-to-back pairs, so that this machine's slow
+# and fast modes fall on both builds alike; Open MPI's 8 B at 2 ranks once per pair says which
+# mode the pair ran in. $1 pairs. Writes case,pair,build,bytes,p50_us to $2.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here/../../.."
+B=build/release; pairs=${1:-20}; out=$2; old=${OLD:?set OLD to the kfbench built before the change}
+echo "case,pair,build,bytes,p50_us" > "$out"
+one() {  # CASE PAIR BUILD NP ARGS... (env before kfrun comes from the caller)
+  local c=$1 i=$2 build=$3 np=$4; shift 4
+  local bin=$PWD/$B/apps/kfbench; [ "$build" = old ] && bin=$old
+  $B/apps/kfrun -np "$np" "$bin" allreduce "$@" 2>&1 | grep -E '^\S*\s+[0-9]+ ' |
+    grep -v '^\[kfrun\]' | awk -v c="$c" -v i="$i" -v b="$build" '{print c "," i "," b "," $2 "," $11}' >> "$out"
+}
+mpi() {  # PAIR
+  local us
+  us=$(mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 --mca btl vader,self \
+    $B/bench/mpi_allreduce --sizes 8 --iters 30000 --warmup 1000 | grep '^mpi,' | cut -d, -f6)
+  echo "mpi2,$1,mpi,8,$us" >> "$out"
+}
+for i in $(seq 1 "$pairs"); do
+  mpi "$i"
+  for build in old new; do
+    KUNGFU_BUSY_POLL=1 one busy2 "$i" $build 2 -b 8 -e 8 -n 30000 -w 1000
+    KUNGFU_BUSY_POLL=1 one busy4 "$i" $build 4 -b 8 -e 8 -n 3000 -w 300
+    one default2 "$i" $build 2 -b 8 -e 8 -n 20000 -w 500
+    one default4 "$i" $build 4 -b 8 -e 8 -n 5000 -w 500
+  done
+done
