@@ -7,14 +7,7 @@
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../../.."
-B=build/release; pairs=${1:-20}; out=$2; old=${OLD:?set OLD to the kfbench built before the change}
-echo "case,pair,build,bytes,p50_us" > "$out"
-one() {  # CASE PAIR BUILD NP ARGS... (env before kfrun comes from the caller)
-  local c=$1 i=$2 build=$3 np=$4; shift 4
-  local bin=$PWD/$B/apps/kfbench; [ "$build" = old ] && bin=$old
-  $B/apps/kfrun -np "$np" "$bin" allreduce "$@" 2>&1 | grep -E '^\S*\s+[0-9]+ ' |
-    grep -v '^\[kfrun\]' | awk -v c="$c" -v i="$i" -v b="$build" '{print c "," i "," b "," $2 "," $11}' >> "$out"
-}
+source bench/ab_pairs.sh "${1:-20}" "${2:-}"
 mpi() {  # PAIR
   local us
   us=$(mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 --mca btl vader,self \

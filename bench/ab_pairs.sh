@@ -1,0 +1,18 @@
+# Sourced by the A/B scripts under bench/results/ (run from the repository root): kfbench built
+# before a change ($OLD, a kfbench binary) against the tree's, in back-to-back pairs, one case per
+# job, so that this machine's slow and fast modes fall on both builds alike.
+# Usage: source bench/ab_pairs.sh PAIRS OUT. Sets B, pairs, out and old, writes OUT's header
+# (case,pair,build,bytes,p50_us) and defines
+#   one CASE PAIR BUILD NP ARGS...   kfbench allreduce ARGS at NP ranks, BUILD old or new; its
+#                                    p50 per size appended to OUT (env before it from the caller).
+B=build/release
+pairs=${1:-20}
+out=${2:?give the CSV to write}
+old=${OLD:?set OLD to the kfbench built before the change}
+echo "case,pair,build,bytes,p50_us" > "$out"
+one() {
+  local c=$1 i=$2 build=$3 np=$4; shift 4
+  local bin=$PWD/$B/apps/kfbench; [ "$build" = old ] && bin=$old
+  $B/apps/kfrun -np "$np" "$bin" allreduce "$@" 2>&1 | grep -E '^\S*\s+[0-9]+ ' |
+    grep -v '^\[kfrun\]' | awk -v c="$c" -v i="$i" -v b="$build" '{print c "," i "," b "," $2 "," $11}' >> "$out"
+}
