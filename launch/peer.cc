@@ -40,46 +40,73 @@ thread_local std::size_t t_blocking_bytes = 0;
 // Starts a call of `bytes` with `start` (which returns its Handle) and waits for it.
 template <typename Start>
 Status start_and_wait(std::size_t bytes, Start&& start) {
-  struct Marked {
-    explicit Marked(std::size_t bytes) {
-      t_blocking_call = true;
-      t_blocking_bytes = bytes;
-    }
-    ~Marked() { t_blocking_call = false; }  // also when start() throws
-  };
   Handle h;
   {
-    const Marked marked(bytes);
+    const Peer::BlockingCall marked(bytes);  // also unmarked when start() throws
     h = start();
   }
   return h.wait();
 }
 }  // namespace
 
+Peer::BlockingCall::BlockingCall(std::size_t bytes) {
+  t_blocking_call = true;
+  t_blocking_bytes = bytes;
+}
+
+Peer::BlockingCall::~BlockingCall() {
+  t_blocking_call = false;
+}
+
 Status Handle::wait() const {
   if (!done_) return Status(ErrorCode::invalid_argument, "wait() on an empty kf::Handle");
-  // ready() reads an atomic, and a caller that is not asleep costs the completing thread no
-  // wake-up. Busy polling spins until done; otherwise a short spin first (a small collective
-  // often completes within it), then sleep. With a loop to drive, the spin runs the loop's work
-  // on this thread.
-  const Completion& done = *done_;
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-  if (loop_ != nullptr && !done.ready() && !loop_->in_loop_thread()) {
-    loop_->drive_until([&done] { return done.ready(); },
-                       spin_ ? std::nullopt : std::optional(spin_until));
-  }
-  while (!done.ready()) {
-    if (!spin_ && std::chrono::steady_clock::now() >= spin_until) break;
-    std::this_thread::yield();
-  }
-  done.wait();
-  return done.status();
+  return *wait_until_done(std::nullopt);
 }
 
 std::optional<Status> Handle::wait_for(Duration limit) const {
   if (!done_) return Status(ErrorCode::invalid_argument, "wait_for() on an empty kf::Handle");
-  if (!done_->wait_for(limit)) return std::nullopt;
-  return done_->status();
+  return wait_until_done(limit);
+}
+
+std::optional<Status> Handle::wait_until_done(std::optional<Duration> limit) const {
+  // ready() reads an atomic, and a caller that is not asleep costs the completing thread no
+  // wake-up. Busy polling spins until done; otherwise a short spin first (a small collective
+  // often completes within it), then sleep. With a loop to drive, the spin runs the loop's work
+  // on this thread. A limit ends each of them.
+  const Completion& done = *done_;
+  if (done.ready()) return done.status();
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = limit ? std::optional(start + *limit) : std::nullopt;
+  const auto past = [&end] { return end && std::chrono::steady_clock::now() >= *end; };
+  auto spin_until = start + kSpinBeforeSleep;
+  if (end) spin_until = std::min(spin_until, *end);
+  if (loop_ != nullptr && !loop_->in_loop_thread()) {
+    if (!end) {
+      loop_->drive_until([&done] { return done.ready(); },
+                         spin_ ? std::nullopt : std::optional(spin_until));
+    } else {
+      // A timer at the limit ends the drive, and wakes a driver asleep in the loop's wait; the
+      // drive's test reads a flag rather than the clock on every turn. The timer may run on the
+      // loop's thread after this wait returns: it holds the flag.
+      auto expired = std::make_shared<std::atomic<bool>>(false);
+      const auto wake = loop_->post_after(*limit, [expired] { expired->store(true); });
+      loop_->drive_until([&] { return done.ready() || expired->load(std::memory_order_relaxed); },
+                         spin_ ? std::nullopt : std::optional(spin_until));
+      loop_->cancel(wake);
+    }
+  }
+  while (!done.ready()) {
+    if (past() || (!spin_ && std::chrono::steady_clock::now() >= spin_until)) break;
+    std::this_thread::yield();
+  }
+  if (!end) {
+    done.wait();
+  } else if (!done.wait_for(std::max(
+                 Duration::zero(),
+                 std::chrono::duration_cast<Duration>(*end - std::chrono::steady_clock::now())))) {
+    return std::nullopt;
+  }
+  return done.status();
 }
 
 namespace {
@@ -641,34 +668,11 @@ Status Peer::request(int peer, std::string name, Blob* out, std::uint64_t versio
   return s;
 }
 
-void Peer::post(std::function<void(Engine&)> fn, bool caller_drives_next) {
+void Peer::post(std::function<void(Engine&)> fn) {
   Impl& p = *impl_;
-  auto task = [&p, fn = std::move(fn)] {
+  p.loop.post([&p, fn = std::move(fn)] {
     if (p.engine) fn(*p.engine);
-  };
-  if (caller_drives_next) {
-    p.loop.post_for_driver(std::move(task));
-  } else {
-    p.loop.post(std::move(task));
-  }
-}
-
-bool Peer::drives_blocking_call(std::size_t bytes) const {
-  return impl_->drives_blocking_call(bytes);
-}
-
-bool Peer::drive_until(const std::function<bool()>& done, Duration limit) {
-  Impl& p = *impl_;
-  if (done()) return true;
-  if (p.loop.in_loop_thread()) return false;
-  // A timer at the limit wakes a driver asleep in the loop's wait, so that it returns in time.
-  const auto until = std::chrono::steady_clock::now() + limit;
-  const auto wake = p.loop.post_after(limit, [] {});
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-  p.loop.drive_until([&] { return done() || std::chrono::steady_clock::now() >= until; },
-                     p.options.busy_poll ? std::nullopt : std::optional(spin_until));
-  p.loop.cancel(wake);
-  return done();
+  });
 }
 
 SocketTransportStats Peer::transport_stats() const {

@@ -84,11 +84,14 @@ class Handle {
                   EpollLoop* loop = nullptr)
       : done_(std::move(done)), spin_(spin), loop_(loop) {}
   Status wait() const;
-  // The status once done, or nullopt if `limit` passed first.
+  // The status once done, or nullopt if `limit` passed first. Runs the loop meanwhile as wait()
+  // does, where wait() would.
   std::optional<Status> wait_for(Duration limit) const;
   bool ready() const { return done_->ready(); }
 
  private:
+  // Both waits: until done, or until `limit` passes (unset: none).
+  std::optional<Status> wait_until_done(std::optional<Duration> limit) const;
   std::shared_ptr<const Completion> done_;
   bool spin_ = false;
   EpollLoop* loop_ = nullptr;
@@ -194,18 +197,21 @@ class Peer {
                        std::uint64_t version = 0);
   Status request(int peer, std::string name, Blob* out, std::uint64_t version = 0);
 
+  // Advanced, for blocking calls made outside the blocking methods (the Python binding's, which
+  // waits in slices to look at signals between them): while it lives, the calls this thread
+  // starts are blocking calls moving `bytes` (SIZE_MAX: not known), whose caller waits at once
+  // (Handle::wait or wait_for). Where such a call drives the loop (PeerOptions::caller_drives),
+  // its start is left for that wait to run, as the blocking methods' are.
+  class BlockingCall {
+   public:
+    explicit BlockingCall(std::size_t bytes);
+    ~BlockingCall();
+    BlockingCall(const BlockingCall&) = delete;
+    BlockingCall& operator=(const BlockingCall&) = delete;
+  };
+
   // Advanced: run `fn(engine)` on the peer's loop (the runtime's free functions need that).
-  // `caller_drives_next`: the caller drives the loop at once (drive_until), so a loop's thread
-  // that lingers for drivers is not woken for it.
-  void post(std::function<void(Engine&)> fn, bool caller_drives_next = false);
-  // Advanced, for blocking calls made outside kf::Handle (the Python binding's), which
-  // PeerOptions::caller_drives covers too. Whether a blocking call moving `bytes` has its caller
-  // drive the loop (SIZE_MAX, a size not known: only where every wait drives); if so, post its
-  // start with caller_drives_next and wait in drive_until.
-  bool drives_blocking_call(std::size_t bytes) const;
-  // Runs the peer's loop on this thread until done() or until `limit` passes, as Handle::wait
-  // does; returns done(). On the loop's own thread it returns done() at once.
-  bool drive_until(const std::function<bool()>& done, Duration limit);
+  void post(std::function<void(Engine&)> fn);
   SocketTransportStats transport_stats() const;
 
  private:

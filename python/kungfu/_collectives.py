@@ -89,133 +89,156 @@ def _in_place_result(src: Buffer) -> Callable[[], Any]:
     return result
 
 
-# Each collective starts in one private function: the blocking form passes blocking=True, so that
-# where a blocking call's caller drives the runtime's loop (kf::PeerOptions::caller_drives), its
-# start is posted for the driver and its wait runs the loop (docs/performance.md).
+# The blocking forms make one call into the runtime (_core.*_wait, _core.allreduce_array), which
+# starts the collective on kf::Peer's own blocking path and waits for it: where a C++ caller's
+# blocking call of that size would drive the runtime's loop (kf::PeerOptions::caller_drives), so
+# does the wait, and there is no Operation or Handle to make (docs/performance.md, "From
+# Python"). The _async forms return a Handle over a _core.Operation.
 
 
 def allreduce_async(x: Any, op: str = "sum", *, inplace: bool = False,
                     name: Optional[str] = None) -> Handle:
     """Starts an allreduce of `x` (sum, min, max, prod, or avg for floating dtypes)."""
-    return _allreduce(x, op, inplace, name, blocking=False)
+    src, dst = _prepare(x, inplace, "kungfu.allreduce", device_ok=True)
+    return _start_allreduce(src, dst, op, inplace, name)
 
 
-def _allreduce(x: Any, op: str, inplace: bool, name: Optional[str], blocking: bool) -> Handle:
+def _start_allreduce(src: Buffer, dst: Buffer, op: str, inplace: bool,
+                     name: Optional[str]) -> Handle:
     call = "kungfu.allreduce"
-    src, dst = _prepare(x, inplace, call, device_ok=True)
     if src.device is not None:
         handle = _core.device_allreduce(src.address, dst.address, src.count, src.dtype,
                                         _op_name(op, call), src.device, src.stream, _name(name),
                                         (src, dst))
     else:
         handle = _core.allreduce(src.address, dst.address, src.count, src.dtype,
-                                 _op_name(op, call), _name(name), (src, dst), blocking)
+                                 _op_name(op, call), _name(name), (src, dst))
     return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
 
 
 def allreduce(x: Any, op: str = "sum", *, inplace: bool = False,
               name: Optional[str] = None) -> Any:
     """The elementwise reduction of `x` over every peer, on every peer."""
-    return _allreduce(x, op, inplace, name, blocking=True).wait()
+    # A numpy array as it is goes in one call (the small collectives of a training step are
+    # mostly such calls); the runtime declines anything that needs a copy or raises.
+    if type(x) is np.ndarray:
+        out = _core.allreduce_array(x, op, inplace, "" if name is None else str(name))
+        if out is not NotImplemented:
+            return out
+    call = "kungfu.allreduce"
+    src, dst = _prepare(x, inplace, call, device_ok=True)
+    if src.device is not None:
+        return _start_allreduce(src, dst, op, inplace, name).wait()
+    _core.allreduce_wait(src.address, dst.address, src.count, src.dtype, _op_name(op, call),
+                         _name(name), (src, dst))
+    if inplace:
+        src.write_back()
+        return src.original
+    return dst.array
 
 
 def broadcast_async(x: Any, root: int = 0, *, inplace: bool = False,
                     name: Optional[str] = None) -> Handle:
     """Starts a broadcast of root's `x` to every peer."""
-    return _broadcast(x, root, inplace, name, blocking=False)
+    src, data = _broadcast_buffers(x, inplace, "kungfu.broadcast")
+    handle = _core.broadcast(data.address, data.count, data.dtype, int(root), _name(name),
+                             (src, data))
+    return Handle(handle, _in_place_result(src) if inplace else (lambda: data.array))
 
 
-def _broadcast(x: Any, root: int, inplace: bool, name: Optional[str], blocking: bool) -> Handle:
-    call = "kungfu.broadcast"
+def _broadcast_buffers(x: Any, inplace: bool, call: str) -> tuple[Buffer, Buffer]:
+    """What a broadcast of `x` reads and writes: `x` itself in place, else a copy of it."""
     src = wrap(x, call)
     if inplace:
         writable(x, call)
-        data = src
-    else:
-        data = src.empty_like()
-        data.array[...] = src.array
-    handle = _core.broadcast(data.address, data.count, data.dtype, int(root), _name(name),
-                             (src, data), blocking)
-    return Handle(handle, _in_place_result(src) if inplace else (lambda: data.array))
+        return src, src
+    data = src.empty_like()
+    data.array[...] = src.array
+    return src, data
 
 
 def broadcast(x: Any, root: int = 0, *, inplace: bool = False,
               name: Optional[str] = None) -> Any:
     """Root's `x`, on every peer."""
-    return _broadcast(x, root, inplace, name, blocking=True).wait()
+    src, data = _broadcast_buffers(x, inplace, "kungfu.broadcast")
+    _core.broadcast_wait(data.address, data.count, data.dtype, int(root), _name(name),
+                         (src, data))
+    if inplace:
+        src.write_back()
+        return src.original
+    return data.array
 
 
 def reduce_async(x: Any, op: str = "sum", root: int = 0, *, inplace: bool = False,
                  name: Optional[str] = None) -> Handle:
     """Starts a reduction of `x` to `root`; other peers' results are unspecified."""
-    return _reduce(x, op, root, inplace, name, blocking=False)
-
-
-def _reduce(x: Any, op: str, root: int, inplace: bool, name: Optional[str],
-            blocking: bool) -> Handle:
     call = "kungfu.reduce"
     src, dst = _prepare(x, inplace, call)
     handle = _core.reduce(src.address, dst.address, src.count, src.dtype, _op_name(op, call),
-                          int(root), _name(name), (src, dst), blocking)
+                          int(root), _name(name), (src, dst))
     return Handle(handle, _in_place_result(src) if inplace else (lambda: dst.array))
 
 
 def reduce(x: Any, op: str = "sum", root: int = 0, *, inplace: bool = False,
            name: Optional[str] = None) -> Any:
     """The reduction of `x` over every peer, at `root` (elsewhere: unspecified contents)."""
-    return _reduce(x, op, root, inplace, name, blocking=True).wait()
+    call = "kungfu.reduce"
+    src, dst = _prepare(x, inplace, call)
+    _core.reduce_wait(src.address, dst.address, src.count, src.dtype, _op_name(op, call),
+                      int(root), _name(name), (src, dst))
+    if inplace:
+        src.write_back()
+        return src.original
+    return dst.array
+
+
+def _stacked(x: Any, call: str) -> tuple[Buffer, Buffer]:
+    """`x`, and a buffer for every peer's `x` stacked in rank order."""
+    src = wrap(x, call)
+    return src, src.stacked(_core.size())
 
 
 def allgather_async(x: Any, *, name: Optional[str] = None) -> Handle:
     """Starts an allgather: every peer's `x`, stacked in rank order."""
-    return _allgather(x, name, blocking=False)
-
-
-def _allgather(x: Any, name: Optional[str], blocking: bool) -> Handle:
-    call = "kungfu.allgather"
-    src = wrap(x, call)
-    dst = src.stacked(_core.size())
+    src, dst = _stacked(x, "kungfu.allgather")
     handle = _core.allgather(src.address, dst.address, src.count, src.dtype, _name(name),
-                             (src, dst), blocking)
+                             (src, dst))
     return Handle(handle, lambda: dst.array)
 
 
 def allgather(x: Any, *, name: Optional[str] = None) -> Any:
     """Every peer's `x`, stacked in rank order: shape (size, *x.shape)."""
-    return _allgather(x, name, blocking=True).wait()
+    src, dst = _stacked(x, "kungfu.allgather")
+    _core.allgather_wait(src.address, dst.address, src.count, src.dtype, _name(name), (src, dst))
+    return dst.array
 
 
 def gather_async(x: Any, root: int = 0, *, name: Optional[str] = None) -> Handle:
     """Starts a gather of every peer's `x` at `root`."""
-    return _gather(x, root, name, blocking=False)
-
-
-def _gather(x: Any, root: int, name: Optional[str], blocking: bool) -> Handle:
-    call = "kungfu.gather"
-    src = wrap(x, call)
-    dst = src.stacked(_core.size())
+    src, dst = _stacked(x, "kungfu.gather")
     handle = _core.gather(src.address, dst.address, src.count, src.dtype, int(root), _name(name),
-                          (src, dst), blocking)
+                          (src, dst))
     return Handle(handle, lambda: dst.array)
 
 
 def gather(x: Any, root: int = 0, *, name: Optional[str] = None) -> Any:
     """Every peer's `x` stacked in rank order at `root` (elsewhere: unspecified contents)."""
-    return _gather(x, root, name, blocking=True).wait()
+    src, dst = _stacked(x, "kungfu.gather")
+    _core.gather_wait(src.address, dst.address, src.count, src.dtype, int(root), _name(name),
+                      (src, dst))
+    return dst.array
 
 
 def consensus(x: Any, *, name: Optional[str] = None) -> bool:
     """Whether `x` holds the same bytes on every peer (a size that differs is a difference)."""
     src = wrap(x, "kungfu.consensus")
     width = src.array.element_size() if hasattr(src.array, "element_size") else src.array.itemsize
-    handle = _core.consensus(src.address, src.count * width, _name(name), src, True)
-    handle.wait()
-    return handle.agreed
+    return _core.consensus_wait(src.address, src.count * width, _name(name), src)
 
 
 def barrier(name: Optional[str] = None) -> None:
     """Returns once every peer has called barrier."""
-    _core.barrier(_name(name), True).wait()
+    _core.barrier_wait(_name(name))
 
 
 def save(name: str, x: Any) -> int:

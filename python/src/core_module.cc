@@ -12,6 +12,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -24,6 +27,7 @@
 #include <pybind11/numpy.h>
 
 #include "gpu/gpu.h"
+#include "launch/peer.h"
 #include "python/src/policy_module.h"
 #include "python/src/session.h"
 #include "runtime/dtype.h"
@@ -159,9 +163,8 @@ class PyOperation {
     op_->release_when_done(hold(std::move(keep)));
   }
 
-  // Raises the operation's error; returns once it completed well. A blocking call whose caller
-  // drives (Operation::driven) runs the runtime's loop meanwhile, as a C++ caller's
-  // Handle::wait does. Signals are looked at every kSignalLook either way.
+  // Raises the operation's error; returns once it completed well. Signals are looked at every
+  // kSignalLook. (The blocking calls wait in wait_blocking instead, on kf::Peer's own path.)
   void wait() {
     for (;;) {
       std::optional<Status> s;
@@ -200,18 +203,8 @@ class PyOperation {
 
   bool ready() const { return op_->ready(); }
 
-  // Waits up to `slice` for the operation without the GIL, driving the loop if it is driven.
-  std::optional<Status> wait_slice(Duration slice) const {
-    if (op_->driven()) {
-      const auto end = std::chrono::steady_clock::now() + slice;
-      const Operation& op = *op_;
-      Session::drive_until([&op] { return op.ready(); }, slice);
-      slice =
-          std::max(Duration::zero(),
-                   std::chrono::duration_cast<Duration>(end - std::chrono::steady_clock::now()));
-    }
-    return op_->wait_for(slice);
-  }
+  // Waits up to `slice` for the operation without the GIL.
+  std::optional<Status> wait_slice(Duration slice) const { return op_->wait_for(slice); }
 
   // fn(error) once complete, on the completion thread: error is None, or the exception the
   // operation would raise.
@@ -259,15 +252,119 @@ class PyOperation {
   std::shared_ptr<kf::Blob> blob_;
 };
 
+// Blocking calls whose caller stopped waiting before they completed (Ctrl-C, or the session
+// closing): the runtime may still read or write their memory, so the arrays stay alive until
+// then. Touched only with the GIL held; every call into this module lets go of what is done.
+class Parked {
+ public:
+  void park(kf::Handle h, py::object keep) { calls_.push_back({std::move(h), std::move(keep)}); }
+  void drain() {
+    if (calls_.empty()) return;
+    std::erase_if(calls_, [](const Call& c) { return c.handle.ready(); });
+  }
+
+ private:
+  struct Call {
+    kf::Handle handle;
+    py::object keep;
+  };
+  std::vector<Call> calls_;
+};
+Parked* g_parked = nullptr;
+
 // Session::get(), raising kungfu.NotInitializedError before init().
 Session& session() {
   g_graveyard->drain();
+  g_parked->drain();
   if (!Session::initialized()) {
     PyErr_SetString(g_errors->not_initialized.ptr(),
                     "kungfu is not initialized: call kungfu.init() first");
     throw py::error_already_set();
   }
   return Session::get();
+}
+
+// Waits for a blocking call started through the session (Session::start_blocking_*) without the
+// GIL, looking for signals every PyOperation::kSignalLook; raises its error. A signal's exception,
+// or the session closing, ends the wait early: the call then keeps what keep() returns (its
+// arrays) alive until it completes.
+template <typename Keep>
+void wait_blocking(const kf::Handle& h, Keep&& keep, const char* call) {
+  for (;;) {
+    std::optional<Status> s;
+    {
+      py::gil_scoped_release release;
+      s = Session::wait_for(h, PyOperation::kSignalLook);
+    }
+    if (s) {
+      if (!s->ok()) raise(*s);
+      return;
+    }
+    if (Session::closing()) {
+      g_parked->park(h, keep());
+      raise(Status(ErrorCode::cancelled, fmt::format("{}: kungfu shut down", call)));
+    }
+    if (PyErr_CheckSignals() != 0) {
+      g_parked->park(h, keep());
+      throw py::error_already_set();
+    }
+  }
+}
+
+// The runtime's dtype of a numpy dtype in native byte order, if it has one.
+std::optional<DType> dtype_of_numpy(const py::dtype& d) {
+  const char order = d.byteorder();
+  if (order != '=' && order != '|' && !(order == '<' && std::endian::native == std::endian::little))
+    return std::nullopt;
+  const auto size = d.itemsize();
+  switch (d.kind()) {
+    case 'f':
+      return size == 2   ? std::optional(DType::f16)
+             : size == 4 ? std::optional(DType::f32)
+             : size == 8 ? std::optional(DType::f64)
+                         : std::nullopt;
+    case 'i':
+      return size == 1   ? std::optional(DType::i8)
+             : size == 2 ? std::optional(DType::i16)
+             : size == 4 ? std::optional(DType::i32)
+             : size == 8 ? std::optional(DType::i64)
+                         : std::nullopt;
+    case 'u':
+      return size == 1   ? std::optional(DType::u8)
+             : size == 2 ? std::optional(DType::u16)
+             : size == 4 ? std::optional(DType::u32)
+             : size == 8 ? std::optional(DType::u64)
+                         : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+// kungfu.allreduce of a numpy array in one call: the array as it is (C-contiguous, a dtype the
+// runtime has, writable when in place), reduced into itself or into a new array of its shape,
+// which it returns. NotImplemented for anything else (a copy to make, an unknown op, read-only
+// memory in place), which the Python layer's general path then takes, with its errors.
+py::object allreduce_array(const py::object& x, const std::string& op_name, bool inplace,
+                           std::string name) {
+  if (!py::isinstance<py::array>(x)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  const auto a = py::reinterpret_borrow<py::array>(x);
+  const auto type = dtype_of_numpy(a.dtype());
+  // The Python layer's names only (kungfu._collectives._OPS; the runtime knows aliases too).
+  constexpr std::array<std::string_view, 5> kOps = {"sum", "min", "max", "prod", "avg"};
+  const auto op =
+      std::ranges::find(kOps, op_name) != kOps.end() ? parse_reduce_op(op_name) : std::nullopt;
+  if (!type || !op || !(a.flags() & py::array::c_style) || (inplace && !a.writeable()))
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  Session& s = session();
+  py::array out =
+      inplace ? a : py::array(a.dtype(), std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  const auto count = static_cast<std::size_t>(a.size());
+  const ConstBufferView input(static_cast<const std::byte*>(a.data()), count, *type);
+  const BufferView output(static_cast<std::byte*>(out.mutable_data()), count, *type);
+  const kf::Handle h = s.start_blocking_allreduce(input, output, *op, std::move(name));
+  wait_blocking(
+      h, [&] { return py::make_tuple(a, out); }, "kungfu.allreduce");
+  return out;
 }
 
 void init(double timeout_seconds, std::optional<std::string> strategy,
@@ -302,6 +399,8 @@ PYBIND11_MODULE(_core, m) {
   g_errors = &errors;
   static Graveyard graveyard;
   g_graveyard = &graveyard;
+  // Never destroyed: what it holds must not be released after the interpreter has gone.
+  g_parked = new Parked();  // NOLINT(cppcoreguidelines-owning-memory)
   errors.base = py::reinterpret_borrow<py::object>(
       PyErr_NewExceptionWithDoc("kungfu.KungFuError",
                                 "A collective or the runtime failed; the message names the "
@@ -505,14 +604,103 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "allreduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         const std::string& op, const std::string& name, py::object keep, bool blocking) {
+         const std::string& op, const std::string& name, py::object keep) {
         const auto input = view(in, count, dtype);
-        const Session::BlockingCall call(blocking);
         return PyOperation(session().allreduce(input, view(out, count, dtype), op_from(op), name),
                            std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
-      py::arg("name"), py::arg("keep"), py::arg("blocking") = false);
+      py::arg("name"), py::arg("keep"));
+  m.def("allreduce_array", &allreduce_array, py::arg("x"), py::arg("op"), py::arg("inplace"),
+        py::arg("name"),
+        "kungfu.allreduce of a numpy array as it is, blocking; NotImplemented where it would need "
+        "a copy or would raise.");
+  m.def(
+      "allreduce_wait",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         const std::string& op, std::string name, py::object keep) {
+        const auto input = view(in, count, dtype);
+        const kf::Handle h = session().start_blocking_allreduce(input, view(out, count, dtype),
+                                                                op_from(op), std::move(name));
+        wait_blocking(
+            h, [&keep] { return std::move(keep); }, "kungfu.allreduce");
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+      py::arg("name"), py::arg("keep"),
+      "A blocking allreduce on raw memory; `keep` stays alive while the runtime may use it.");
+  m.def(
+      "broadcast_wait",
+      [](std::uintptr_t data, std::size_t count, const std::string& dtype, int root,
+         std::string name, py::object keep) {
+        const kf::Handle h =
+            session().start_blocking_broadcast(view(data, count, dtype), root, std::move(name));
+        wait_blocking(
+            h, [&keep] { return std::move(keep); }, "kungfu.broadcast");
+      },
+      py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("name"),
+      py::arg("keep"),
+      "A blocking broadcast on raw memory; `keep` stays alive while the runtime may use it.");
+  m.def(
+      "reduce_wait",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         const std::string& op, int root, std::string name, py::object keep) {
+        const kf::Handle h = session().start_blocking_reduce(
+            view(in, count, dtype), view(out, count, dtype), op_from(op), root, std::move(name));
+        wait_blocking(
+            h, [&keep] { return std::move(keep); }, "kungfu.reduce");
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
+      py::arg("root"), py::arg("name"), py::arg("keep"),
+      "A blocking reduce on raw memory; `keep` stays alive while the runtime may use it.");
+  m.def(
+      "allgather_wait",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         std::string name, py::object keep) {
+        Session& s = session();
+        const auto input = view(in, count, dtype);
+        const kf::Handle h = s.start_blocking_allgather(
+            input, view(out, count * static_cast<std::size_t>(s.size()), dtype), std::move(name));
+        wait_blocking(
+            h, [&keep] { return std::move(keep); }, "kungfu.allgather");
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("name"),
+      py::arg("keep"),
+      "A blocking allgather on raw memory; `keep` stays alive while the runtime may use it.");
+  m.def(
+      "gather_wait",
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
+         int root, std::string name, py::object keep) {
+        Session& s = session();
+        const auto input = view(in, count, dtype);
+        const kf::Handle h = s.start_blocking_gather(
+            input, view(out, count * static_cast<std::size_t>(s.size()), dtype), root,
+            std::move(name));
+        wait_blocking(
+            h, [&keep] { return std::move(keep); }, "kungfu.gather");
+      },
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"),
+      py::arg("name"), py::arg("keep"),
+      "A blocking gather on raw memory; `keep` stays alive while the runtime may use it.");
+  m.def(
+      "consensus_wait",
+      [](std::uintptr_t data, std::size_t bytes, std::string name, py::object keep) {
+        ConstBufferView v(reinterpret_cast<const std::byte*>(data), bytes, kf::DType::u8);
+        auto agreed = std::make_shared<bool>(false);
+        const kf::Handle h = session().start_blocking_consensus(v, agreed, std::move(name));
+        wait_blocking(
+            h, [&keep] { return std::move(keep); }, "kungfu.consensus");
+        return *agreed;
+      },
+      py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"),
+      "A blocking consensus: are the bytes the same on every peer?");
+  m.def(
+      "barrier_wait",
+      [](std::string name) {
+        const kf::Handle h = session().start_blocking_barrier(std::move(name));
+        wait_blocking(
+            h, [] { return py::none(); }, "kungfu.barrier");
+      },
+      py::arg("name"), "A blocking barrier.");
   m.def(
       "device_allreduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
@@ -538,54 +726,47 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "broadcast",
       [](std::uintptr_t data, std::size_t count, const std::string& dtype, int root,
-         const std::string& name, py::object keep, bool blocking) {
+         const std::string& name, py::object keep) {
         const auto buffer = view(data, count, dtype);
-        const Session::BlockingCall call(blocking);
         return PyOperation(session().broadcast(buffer, root, name), std::move(keep));
       },
       py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("name"),
-      py::arg("keep"), py::arg("blocking") = false);
+      py::arg("keep"));
   m.def(
       "reduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         const std::string& op, int root, const std::string& name, py::object keep, bool blocking) {
+         const std::string& op, int root, const std::string& name, py::object keep) {
         const auto input = view(in, count, dtype);
-        const Session::BlockingCall call(blocking);
         return PyOperation(
             session().reduce(input, view(out, count, dtype), op_from(op), root, name),
             std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
-      py::arg("root"), py::arg("name"), py::arg("keep"), py::arg("blocking") = false);
+      py::arg("root"), py::arg("name"), py::arg("keep"));
   m.def(
       "allgather",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         const std::string& name, py::object keep, bool blocking) {
+         const std::string& name, py::object keep) {
         auto& s = session();
         const auto output = view(out, count * static_cast<std::size_t>(s.size()), dtype);
-        const Session::BlockingCall call(blocking);
         return PyOperation(s.allgather(view(in, count, dtype), output, name), std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("name"),
-      py::arg("keep"), py::arg("blocking") = false);
+      py::arg("keep"));
   m.def(
       "gather",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
-         int root, const std::string& name, py::object keep, bool blocking) {
+         int root, const std::string& name, py::object keep) {
         auto& s = session();
         const auto output = view(out, count * static_cast<std::size_t>(s.size()), dtype);
-        const Session::BlockingCall call(blocking);
         return PyOperation(s.gather(view(in, count, dtype), output, root, name), std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"),
-      py::arg("name"), py::arg("keep"), py::arg("blocking") = false);
+      py::arg("name"), py::arg("keep"));
   m.def(
       "barrier",
-      [](const std::string& name, bool blocking) {
-        const Session::BlockingCall call(blocking);
-        return PyOperation(session().barrier(name), py::none());
-      },
-      py::arg("name"), py::arg("blocking") = false);
+      [](const std::string& name) { return PyOperation(session().barrier(name), py::none()); },
+      py::arg("name"));
   m.def(
       "save",
       [](const std::string& name, std::uintptr_t data, std::size_t bytes) {
@@ -604,15 +785,12 @@ PYBIND11_MODULE(_core, m) {
       "Starts fetching a peer's blob; the Operation's `blob` holds it once complete.");
   m.def(
       "consensus",
-      [](std::uintptr_t data, std::size_t bytes, const std::string& name, py::object keep,
-         bool blocking) {
+      [](std::uintptr_t data, std::size_t bytes, const std::string& name, py::object keep) {
         auto agreed = std::make_shared<bool>(false);
         ConstBufferView v(reinterpret_cast<const std::byte*>(data), bytes, kf::DType::u8);
-        const Session::BlockingCall call(blocking);
         return PyOperation(session().consensus(v, agreed, name), std::move(keep), agreed);
       },
-      py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"),
-      py::arg("blocking") = false);
+      py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"));
 
   bind_policies(m);  // policy_module.cc
 }

@@ -62,10 +62,6 @@ class Operation {
   // `release` is destroyed once the operation is complete, on the thread that completes it (the
   // runtime's loop): for letting go of what the operation used, cheaply and without blocking.
   void release_when_done(std::shared_ptr<void> release);
-  // Whether its waiter runs the runtime's loop while it waits (Session::drive_until): set when
-  // it starts, before anyone else can see it, for a blocking call whose caller drives.
-  void set_driven() { driven_ = true; }
-  bool driven() const { return driven_; }
 
  private:
   std::string what_;
@@ -75,7 +71,6 @@ class Operation {
   std::optional<Status> status_;
   std::vector<std::function<void(const Status&)>> callbacks_;
   std::vector<std::shared_ptr<void>> held_;  // released on completion
-  bool driven_ = false;
 };
 
 using OperationPtr = std::shared_ptr<Operation>;

@@ -18,9 +18,6 @@ namespace {
 std::mutex g_mu;
 std::unique_ptr<Session> g_session;
 
-// Session::BlockingCall's mark on this thread.
-thread_local bool t_blocking = false;
-
 }  // namespace
 
 void Session::init(const SessionOptions& options) {
@@ -43,23 +40,16 @@ bool Session::initialized() {
   return g_session != nullptr;
 }
 
-Session::BlockingCall::BlockingCall(bool blocking) {
-  t_blocking = blocking;
-}
-
-Session::BlockingCall::~BlockingCall() {
-  t_blocking = false;
-}
-
-bool Session::drive_until(const std::function<bool()>& done, Duration limit) {
+std::optional<Status> Session::wait_for(const Handle& h, Duration limit) {
+  if (h.ready()) return h.wait();
   Session* s;
   {
     // Counted under g_mu, before shutdown() can take the session away: ~Session waits for it.
     std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_session) return done();
+    if (!g_session) return std::nullopt;
     s = g_session.get();
     std::lock_guard<std::mutex> session_lock(s->mu_);
-    if (s->closing_) return done();
+    if (s->closing_) return std::nullopt;
     ++s->driving_;
   }
   struct Leave {
@@ -69,7 +59,14 @@ bool Session::drive_until(const std::function<bool()>& done, Duration limit) {
       if (--s.driving_ == 0) s.drivers_gone_.notify_all();
     }
   } leave{*s};
-  return s->peer_->drive_until(done, limit);
+  return h.wait_for(limit);
+}
+
+bool Session::closing() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_session) return true;
+  std::lock_guard<std::mutex> session_lock(g_session->mu_);
+  return g_session->closing_;
 }
 
 Session& Session::get() {
@@ -226,14 +223,57 @@ OperationPtr Session::launch(const char* kind, const std::string& name, Start st
       return op;
     }
   }
-  // A size no small-call rule covers: driven only where every blocking call drives.
-  const bool driven =
-      t_blocking && peer_->drives_blocking_call(std::numeric_limits<std::size_t>::max());
-  if (driven) op->set_driven();
-  peer_->post([this, op, start = std::move(start)](
-                  Engine& e) { start(e, [this, op](Status s) { finish(op, std::move(s)); }); },
-              driven);
+  peer_->post([this, op, start = std::move(start)](Engine& e) {
+    start(e, [this, op](Status s) { finish(op, std::move(s)); });
+  });
   return op;
+}
+
+Handle Session::start_blocking_allreduce(ConstBufferView input, BufferView output, ReduceOp op,
+                                         std::string name) {
+  name = name_for("allreduce", std::move(name));
+  const Peer::BlockingCall blocking(input.size_bytes());
+  return peer_->allreduce_async(input, output, op, std::move(name));
+}
+
+Handle Session::start_blocking_broadcast(BufferView data, int root, std::string name) {
+  name = name_for("broadcast", std::move(name));
+  const Peer::BlockingCall blocking(data.size_bytes());
+  return peer_->broadcast_async(data, root, std::move(name));
+}
+
+Handle Session::start_blocking_reduce(ConstBufferView input, BufferView output, ReduceOp op,
+                                      int root, std::string name) {
+  name = name_for("reduce", std::move(name));
+  const Peer::BlockingCall blocking(input.size_bytes());
+  return peer_->reduce_async(input, output, op, root, std::move(name));
+}
+
+Handle Session::start_blocking_allgather(ConstBufferView input, BufferView output,
+                                         std::string name) {
+  name = name_for("allgather", std::move(name));
+  const Peer::BlockingCall blocking(output.size_bytes());
+  return peer_->allgather_async(input, output, std::move(name));
+}
+
+Handle Session::start_blocking_gather(ConstBufferView input, BufferView output, int root,
+                                      std::string name) {
+  name = name_for("gather", std::move(name));
+  const Peer::BlockingCall blocking(std::max(input.size_bytes(), output.size_bytes()));
+  return peer_->gather_async(input, output, root, std::move(name));
+}
+
+Handle Session::start_blocking_consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed,
+                                         std::string name) {
+  name = name_for("consensus", std::move(name));
+  const Peer::BlockingCall blocking(bytes.size_bytes());
+  return peer_->consensus_async(bytes, std::move(agreed), std::move(name));
+}
+
+Handle Session::start_blocking_barrier(std::string name) {
+  name = name_for("barrier", std::move(name));
+  const Peer::BlockingCall blocking(0);
+  return peer_->barrier_async(std::move(name));
 }
 
 OperationPtr Session::allreduce(ConstBufferView input, BufferView output, ReduceOp op,

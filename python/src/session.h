@@ -26,6 +26,7 @@
 namespace kf {
 class Peer;
 class GpuContext;
+class Handle;
 }  // namespace kf
 
 namespace kf::python {
@@ -44,22 +45,13 @@ class Session {
   // Stops it: pending operations complete as cancelled, connections close in order.
   static void shutdown();
   static bool initialized();
-  // Runs the runtime's loop on this thread until done() or `limit` passes (kf::Peer::drive_until);
-  // returns done(). Without a session, or while it closes, returns done() at once. A closing
-  // session waits for its drivers (each returns within `limit`) before it closes its peer.
-  static bool drive_until(const std::function<bool()>& done, Duration limit);
-
-  // While it lives, the collectives this thread starts are blocking calls: their caller waits
-  // at once. Where every blocking call drives the loop (kf::PeerOptions::caller_drives; from
-  // Python not the small calls alone, which was slower where workers share cores), they are
-  // posted for the driver and marked driven (Operation::driven).
-  class BlockingCall {
-   public:
-    explicit BlockingCall(bool blocking);
-    ~BlockingCall();
-    BlockingCall(const BlockingCall&) = delete;
-    BlockingCall& operator=(const BlockingCall&) = delete;
-  };
+  // Waits up to `limit` for `h`, a blocking call started through this session (start_blocking_*),
+  // running the loop meanwhile where that call drives: its status, or nullopt when `limit` passed
+  // first, and at once when the session is gone or closing (closing()). Until it is done, the
+  // call may still use its buffers.
+  static std::optional<Status> wait_for(const Handle& h, Duration limit);
+  // No session is up, or it is closing: waits return at once.
+  static bool closing();
   // Throws std::logic_error("kungfu is not initialized: call kungfu.init() first") before init().
   static Session& get();
 
@@ -106,6 +98,21 @@ class Session {
   OperationPtr barrier(std::string name);
   // *agreed is written before the operation completes: are `bytes` the same on every peer?
   OperationPtr consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed, std::string name);
+  // A blocking allreduce, for a caller that waits for it at once (wait_for): kf::Peer's own
+  // blocking path (Peer::BlockingCall), whose wait runs the loop where a C++ caller's blocking
+  // call of the same size would, with no Operation to track (what a refused start would need:
+  // a session closing completes it as cancelled).
+  Handle start_blocking_allreduce(ConstBufferView input, BufferView output, ReduceOp op,
+                                  std::string name);
+  Handle start_blocking_broadcast(BufferView data, int root, std::string name);
+  Handle start_blocking_reduce(ConstBufferView input, BufferView output, ReduceOp op, int root,
+                               std::string name);
+  Handle start_blocking_allgather(ConstBufferView input, BufferView output, std::string name);
+  Handle start_blocking_gather(ConstBufferView input, BufferView output, int root,
+                               std::string name);
+  Handle start_blocking_barrier(std::string name);
+  Handle start_blocking_consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed,
+                                  std::string name);
   // An allreduce of CUDA memory on `device` through the GPU paths (kf::GpuContext, its strategy
   // SessionOptions::device_strategy), after the work queued on `stream` (the producer's CUDA
   // stream, 0 the legacy default) is done. The device context opens on first use; one device per
@@ -144,7 +151,7 @@ class Session {
   std::set<OperationPtr> pending_;  // started, not complete
   bool closing_ = false;
   bool detached_ = false;
-  int driving_ = 0;  // threads in drive_until
+  int driving_ = 0;  // threads waiting in wait_for
   std::condition_variable drivers_gone_;
 };
 

@@ -66,6 +66,14 @@ def test_bad_input_raises_an_error_naming_the_call():
     assert r.stdout.count("OK rank") == 2 * 8, r.stdout
 
 
+def test_ctrl_c_ends_a_blocking_wait_and_the_runtime_keeps_its_memory():
+    """A signal ends a blocking call's wait within moments though its peer has not joined; the
+    array it reads and writes stays alive (the runtime holds it) until the call completes."""
+    r = run_kfrun(2, "errors.py", "interrupted", timeout=120)
+    check_ok(r)
+    assert r.stdout.count("OK rank 0") == 3 and r.stdout.count("OK rank 1") == 3, r.stdout
+
+
 def test_names_that_differ_across_ranks_are_an_error_within_the_timeout_not_a_hang():
     r = run_kfrun(3, "errors.py", "names-differ", timeout=60)
     check_ok(r)

@@ -4,11 +4,17 @@
   names-differ     rank 0 and rank 1 name one allreduce differently: both raise within the timeout
   size-mismatch    rank 0 allreduces 10 elements, the others 12: every rank raises, no hang
   bad-input        wrong dtype, wrong type, read-only in place, unknown op: errors naming the call
+  interrupted      Ctrl-C in blocking calls whose peer has not joined (2 ranks): each raises
+                   KeyboardInterrupt at once, the runtime keeps the array until the call completes
 """
 
+import gc
 import os
+import signal
 import sys
+import threading
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -98,6 +104,49 @@ def bad_input() -> None:
     kungfu.barrier()
 
 
+def interrupted() -> None:
+    """Rank 0 starts each blocking call alone and is interrupted; rank 1 joins it afterwards."""
+    kungfu.init(timeout=30)
+    r = kungfu.rank()
+    calls = {
+        "allreduce of a numpy array": lambda x, name: kungfu.allreduce(x, inplace=True, name=name),
+        "allreduce of a tensor": lambda x, name: kungfu.allreduce(torch.from_numpy(x), name=name),
+        "broadcast": lambda x, name: kungfu.broadcast(x, root=1, name=name),
+    }
+    for i, (what, call) in enumerate(calls.items()):
+        x = np.full(1 << 16, float(r + 1), dtype=np.float32)
+        name = f"interrupted-{i}"
+        if r == 0:
+            kept = weakref.ref(x)
+            threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+            start = time.monotonic()
+            try:
+                call(x, name)
+                raise AssertionError(f"{what} completed without its peer")
+            except KeyboardInterrupt:
+                took = time.monotonic() - start
+            assert took < 2, f"{what}: KeyboardInterrupt after {took:.2f}s"
+            del x
+            gc.collect()
+            assert kept() is not None, f"{what}: the array went while the call was pending"
+            kungfu.barrier(name=f"join-{i}")  # rank 1 now makes its call: rank 0's completes
+            kungfu.barrier(name=f"joined-{i}")
+            deadline = time.monotonic() + 10
+            while kept() is not None and time.monotonic() < deadline:
+                kungfu.rank()  # each call into the runtime lets go of what completed
+                time.sleep(0.01)
+            assert kept() is None, f"{what}: the array was kept after the call completed"
+            ok(f"{what} interrupted after {took:.2f}s, its array kept until it completed")
+        else:
+            kungfu.barrier(name=f"join-{i}")
+            got = call(x, name)
+            want = 3.0 if what.startswith("allreduce") else 2.0  # broadcast: its own
+            assert np.all(np.asarray(got) == want), (what, np.asarray(got)[:3])
+            kungfu.barrier(name=f"joined-{i}")
+            ok(f"{what} completed with the interrupted peer's data")
+    kungfu.barrier()
+
+
 if __name__ == "__main__":
     {"kill-peer": kill_peer, "names-differ": names_differ, "size-mismatch": size_mismatch,
-     "bad-input": bad_input}[sys.argv[1]]()
+     "bad-input": bad_input, "interrupted": interrupted}[sys.argv[1]]()
