@@ -313,31 +313,28 @@ void wait_blocking(const kf::Handle& h, Keep&& keep, const char* call) {
 
 // The runtime's dtype of a numpy dtype in native byte order, if it has one.
 std::optional<DType> dtype_of_numpy(const py::dtype& d) {
+  struct Known {
+    char kind;  // numpy's: 'f' floating, 'i' signed, 'u' unsigned
+    py::ssize_t size;
+    DType type;
+  };
+  static constexpr std::array<Known, 11> kKnown = {{{'f', 2, DType::f16},
+                                                    {'f', 4, DType::f32},
+                                                    {'f', 8, DType::f64},
+                                                    {'i', 1, DType::i8},
+                                                    {'i', 2, DType::i16},
+                                                    {'i', 4, DType::i32},
+                                                    {'i', 8, DType::i64},
+                                                    {'u', 1, DType::u8},
+                                                    {'u', 2, DType::u16},
+                                                    {'u', 4, DType::u32},
+                                                    {'u', 8, DType::u64}}};
   const char order = d.byteorder();
   if (order != '=' && order != '|' && !(order == '<' && std::endian::native == std::endian::little))
     return std::nullopt;
-  const auto size = d.itemsize();
-  switch (d.kind()) {
-    case 'f':
-      return size == 2   ? std::optional(DType::f16)
-             : size == 4 ? std::optional(DType::f32)
-             : size == 8 ? std::optional(DType::f64)
-                         : std::nullopt;
-    case 'i':
-      return size == 1   ? std::optional(DType::i8)
-             : size == 2 ? std::optional(DType::i16)
-             : size == 4 ? std::optional(DType::i32)
-             : size == 8 ? std::optional(DType::i64)
-                         : std::nullopt;
-    case 'u':
-      return size == 1   ? std::optional(DType::u8)
-             : size == 2 ? std::optional(DType::u16)
-             : size == 4 ? std::optional(DType::u32)
-             : size == 8 ? std::optional(DType::u64)
-                         : std::nullopt;
-    default:
-      return std::nullopt;
-  }
+  for (const Known& k : kKnown)
+    if (k.kind == d.kind() && k.size == d.itemsize()) return k.type;
+  return std::nullopt;
 }
 
 // kungfu.allreduce of a numpy array in one call: the array as it is (C-contiguous, a dtype the
