@@ -122,7 +122,7 @@ def allreduce(x: Any, op: str = "sum", *, inplace: bool = False,
     # A numpy array as it is goes in one call (the small collectives of a training step are
     # mostly such calls); the runtime declines anything that needs a copy or raises.
     if type(x) is np.ndarray:
-        out = _core.allreduce_array(x, op, inplace, "" if name is None else str(name))
+        out = _core.allreduce_array(x, op, inplace, _name(name))
         if out is not NotImplemented:
             return out
     call = "kungfu.allreduce"

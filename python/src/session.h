@@ -1,8 +1,8 @@
 // The process's one runtime for the Python bindings: a kf::Peer made by init() (its identity from
-// kfrun, torchrun, mpirun or srun, as a C++ worker's), the collectives started through it as
-// Operations, and the completion thread their callbacks run on. Every extension module of the
-// process reaches the same Session through libkungfu_runtime.so. Plain C++: the modules hold the
-// Python objects, this holds the runtime.
+// kfrun, torchrun, mpirun or srun, as a C++ worker's), the async collectives started through it
+// as Operations and the blocking ones as kf::Handles, and the completion thread the Operations'
+// callbacks run on. Every extension module of the process reaches the same Session through
+// libkungfu_runtime.so. Plain C++: the modules hold the Python objects, this holds the runtime.
 #pragma once
 
 #include <condition_variable>
@@ -98,10 +98,10 @@ class Session {
   OperationPtr barrier(std::string name);
   // *agreed is written before the operation completes: are `bytes` the same on every peer?
   OperationPtr consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed, std::string name);
-  // A blocking allreduce, for a caller that waits for it at once (wait_for): kf::Peer's own
+  // Blocking calls, for a caller that waits for each at once (wait_for): kf::Peer's own
   // blocking path (Peer::BlockingCall), whose wait runs the loop where a C++ caller's blocking
-  // call of the same size would, with no Operation to track (what a refused start would need:
-  // a session closing completes it as cancelled).
+  // call of the same size would. No Operation tracks them: a closing session ends their waits
+  // (wait_for), and the peer it closes cancels what is still pending.
   Handle start_blocking_allreduce(ConstBufferView input, BufferView output, ReduceOp op,
                                   std::string name);
   Handle start_blocking_broadcast(BufferView data, int root, std::string name);
