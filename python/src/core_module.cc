@@ -311,6 +311,18 @@ void wait_blocking(const kf::Handle& h, Keep&& keep, const char* call) {
   }
 }
 
+// The same, for a call whose arrays the caller gives as `keep`.
+void wait_blocking(const kf::Handle& h, py::object keep, const char* call) {
+  wait_blocking(
+      h, [&keep] { return std::move(keep); }, call);
+}
+
+// Where an allgather or a gather at `out` puts every peer's `count` elements, in rank order.
+BufferView stacked_view(const Session& s, std::uintptr_t out, std::size_t count,
+                        const std::string& dtype) {
+  return view(out, count * static_cast<std::size_t>(s.size()), dtype);
+}
+
 // The runtime's dtype of a numpy dtype in native byte order, if it has one.
 std::optional<DType> dtype_of_numpy(const py::dtype& d) {
   struct Known {
@@ -619,8 +631,7 @@ PYBIND11_MODULE(_core, m) {
         const auto input = view(in, count, dtype);
         const kf::Handle h = session().start_blocking_allreduce(input, view(out, count, dtype),
                                                                 op_from(op), std::move(name));
-        wait_blocking(
-            h, [&keep] { return std::move(keep); }, "kungfu.allreduce");
+        wait_blocking(h, std::move(keep), "kungfu.allreduce");
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
       py::arg("name"), py::arg("keep"),
@@ -631,8 +642,7 @@ PYBIND11_MODULE(_core, m) {
          std::string name, py::object keep) {
         const kf::Handle h =
             session().start_blocking_broadcast(view(data, count, dtype), root, std::move(name));
-        wait_blocking(
-            h, [&keep] { return std::move(keep); }, "kungfu.broadcast");
+        wait_blocking(h, std::move(keep), "kungfu.broadcast");
       },
       py::arg("data"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("name"),
       py::arg("keep"),
@@ -643,8 +653,7 @@ PYBIND11_MODULE(_core, m) {
          const std::string& op, int root, std::string name, py::object keep) {
         const kf::Handle h = session().start_blocking_reduce(
             view(in, count, dtype), view(out, count, dtype), op_from(op), root, std::move(name));
-        wait_blocking(
-            h, [&keep] { return std::move(keep); }, "kungfu.reduce");
+        wait_blocking(h, std::move(keep), "kungfu.reduce");
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"),
       py::arg("root"), py::arg("name"), py::arg("keep"),
@@ -654,11 +663,9 @@ PYBIND11_MODULE(_core, m) {
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
          std::string name, py::object keep) {
         Session& s = session();
-        const auto input = view(in, count, dtype);
         const kf::Handle h = s.start_blocking_allgather(
-            input, view(out, count * static_cast<std::size_t>(s.size()), dtype), std::move(name));
-        wait_blocking(
-            h, [&keep] { return std::move(keep); }, "kungfu.allgather");
+            view(in, count, dtype), stacked_view(s, out, count, dtype), std::move(name));
+        wait_blocking(h, std::move(keep), "kungfu.allgather");
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("name"),
       py::arg("keep"),
@@ -668,12 +675,9 @@ PYBIND11_MODULE(_core, m) {
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
          int root, std::string name, py::object keep) {
         Session& s = session();
-        const auto input = view(in, count, dtype);
         const kf::Handle h = s.start_blocking_gather(
-            input, view(out, count * static_cast<std::size_t>(s.size()), dtype), root,
-            std::move(name));
-        wait_blocking(
-            h, [&keep] { return std::move(keep); }, "kungfu.gather");
+            view(in, count, dtype), stacked_view(s, out, count, dtype), root, std::move(name));
+        wait_blocking(h, std::move(keep), "kungfu.gather");
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"),
       py::arg("name"), py::arg("keep"),
@@ -684,8 +688,7 @@ PYBIND11_MODULE(_core, m) {
         ConstBufferView v(reinterpret_cast<const std::byte*>(data), bytes, kf::DType::u8);
         auto agreed = std::make_shared<bool>(false);
         const kf::Handle h = session().start_blocking_consensus(v, agreed, std::move(name));
-        wait_blocking(
-            h, [&keep] { return std::move(keep); }, "kungfu.consensus");
+        wait_blocking(h, std::move(keep), "kungfu.consensus");
         return *agreed;
       },
       py::arg("data"), py::arg("bytes"), py::arg("name"), py::arg("keep"),
@@ -694,8 +697,7 @@ PYBIND11_MODULE(_core, m) {
       "barrier_wait",
       [](std::string name) {
         const kf::Handle h = session().start_blocking_barrier(std::move(name));
-        wait_blocking(
-            h, [] { return py::none(); }, "kungfu.barrier");
+        wait_blocking(h, py::none(), "kungfu.barrier");
       },
       py::arg("name"), "A blocking barrier.");
   m.def(
@@ -745,7 +747,7 @@ PYBIND11_MODULE(_core, m) {
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
          const std::string& name, py::object keep) {
         auto& s = session();
-        const auto output = view(out, count * static_cast<std::size_t>(s.size()), dtype);
+        const auto output = stacked_view(s, out, count, dtype);
         return PyOperation(s.allgather(view(in, count, dtype), output, name), std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("name"),
@@ -755,7 +757,7 @@ PYBIND11_MODULE(_core, m) {
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype,
          int root, const std::string& name, py::object keep) {
         auto& s = session();
-        const auto output = view(out, count * static_cast<std::size_t>(s.size()), dtype);
+        const auto output = stacked_view(s, out, count, dtype);
         return PyOperation(s.gather(view(in, count, dtype), output, root, name), std::move(keep));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"),
