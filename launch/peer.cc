@@ -177,13 +177,19 @@ struct Peer::Impl {
   }
   SocketTransport* transport() const { return membership ? membership->current() : fixed.get(); }
 
-  // Starts `start(engine, done)` on the loop; the handle completes with `done`'s status.
-  // `waits`: the caller waits for it at once (a blocking call), so when it drives the loop it
-  // runs the start itself and the loop's thread need not wake for it.
-  Handle launch(std::function<void(Engine&, DoneCallback)> start, bool waits = t_blocking_call) {
+  // Starts `start(engine, done)`, a call moving `bytes`, on the loop; the handle completes with
+  // `done`'s status. `waits`: the caller waits for it at once (a blocking call), so when it
+  // drives the loop it runs the start itself and the loop's thread need not wake for it. Where
+  // every wait drives, a small async call is left for the next wait too (it is usually waited for
+  // at once: torch.distributed's calls are async calls waited for at once), and started by the
+  // loop's thread when its linger after the last driver ends (kDriverLinger) if none comes first;
+  // a large one wakes the loop's thread, as its start should not wait (DDP's buckets, a
+  // pipeline's overlap).
+  Handle launch(std::size_t bytes, std::function<void(Engine&, DoneCallback)> start,
+                bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
-    const bool drive =
-        drives.load(std::memory_order_relaxed) || (waits && drives_blocking_call(t_blocking_bytes));
+    const bool every_wait_drives = drives.load(std::memory_order_relaxed);
+    const bool drive = every_wait_drives || (waits && drives_blocking_call(t_blocking_bytes));
     Handle h(done, options.busy_poll, drive ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)] {
       if (!engine) {
@@ -195,7 +201,7 @@ struct Peer::Impl {
         done->set(std::move(s));
       });
     };
-    if (waits && drive) {
+    if (drive && (waits || bytes <= kSmallDriveBytes)) {
       loop.post_for_driver(std::move(task));
     } else {
       loop.post(std::move(task));
@@ -551,8 +557,8 @@ std::string Peer::next_name(const char* kind, std::string name) {
 
 Handle Peer::allreduce_async(ConstBufferView input, BufferView output, ReduceOp op,
                              std::string name) {
-  return impl_->launch([=, name = next_name("allreduce", std::move(name))](Engine& e,
-                                                                           DoneCallback done) {
+  return impl_->launch(input.size_bytes(), [=, name = next_name("allreduce", std::move(name))](
+                                               Engine& e, DoneCallback done) {
     kf::allreduce(e, {.name = name, .input = input, .output = output, .op = op}, std::move(done));
   });
 }
@@ -588,51 +594,53 @@ Status Peer::barrier(std::string name) {
 }
 
 Handle Peer::broadcast_async(BufferView data, int root, std::string name) {
-  return impl_->launch([=, name = next_name("broadcast", std::move(name))](Engine& e,
-                                                                           DoneCallback done) {
+  return impl_->launch(data.size_bytes(), [=, name = next_name("broadcast", std::move(name))](
+                                              Engine& e, DoneCallback done) {
     kf::broadcast(e, {.name = name, .input = data, .output = data, .root = root}, std::move(done));
   });
 }
 
 Handle Peer::reduce_async(ConstBufferView input, BufferView output, ReduceOp op, int root,
                           std::string name) {
+  return impl_->launch(input.size_bytes(), [=, name = next_name("reduce", std::move(name))](
+                                               Engine& e, DoneCallback done) {
+    kf::reduce(e, {.name = name, .input = input, .output = output, .op = op, .root = root},
+               std::move(done));
+  });
+}
+
+Handle Peer::allgather_async(ConstBufferView input, BufferView output, std::string name) {
+  return impl_->launch(output.size_bytes(), [=, name = next_name("allgather", std::move(name))](
+                                                Engine& e, DoneCallback done) {
+    kf::allgather(e, {.name = name, .input = input, .output = output}, std::move(done));
+  });
+}
+
+Handle Peer::gather_async(ConstBufferView input, BufferView output, int root, std::string name) {
   return impl_->launch(
-      [=, name = next_name("reduce", std::move(name))](Engine& e, DoneCallback done) {
-        kf::reduce(e, {.name = name, .input = input, .output = output, .op = op, .root = root},
+      std::max(input.size_bytes(), output.size_bytes()),
+      [=, name = next_name("gather", std::move(name))](Engine& e, DoneCallback done) {
+        kf::gather(e, {.name = name, .input = input, .output = output, .root = root},
                    std::move(done));
       });
 }
 
-Handle Peer::allgather_async(ConstBufferView input, BufferView output, std::string name) {
-  return impl_->launch(
-      [=, name = next_name("allgather", std::move(name))](Engine& e, DoneCallback done) {
-        kf::allgather(e, {.name = name, .input = input, .output = output}, std::move(done));
-      });
-}
-
-Handle Peer::gather_async(ConstBufferView input, BufferView output, int root, std::string name) {
-  return impl_->launch([=, name = next_name("gather", std::move(name))](Engine& e,
-                                                                        DoneCallback done) {
-    kf::gather(e, {.name = name, .input = input, .output = output, .root = root}, std::move(done));
-  });
-}
-
 Handle Peer::barrier_async(std::string name) {
   return impl_->launch(
-      [name = next_name("barrier", std::move(name))](Engine& e, DoneCallback done) {
+      0, [name = next_name("barrier", std::move(name))](Engine& e, DoneCallback done) {
         kf::barrier(e, name, std::move(done));
       });
 }
 
 Handle Peer::consensus_async(ConstBufferView bytes, std::shared_ptr<bool> agreed,
                              std::string name) {
-  return impl_->launch(
-      [=, name = next_name("consensus", std::move(name))](Engine& e, DoneCallback done) {
-        kf::consensus(e, name, bytes, [agreed, done = std::move(done)](Status s, bool ok) {
-          if (agreed) *agreed = s.ok() && ok;
-          done(std::move(s));
-        });
-      });
+  return impl_->launch(bytes.size_bytes(), [=, name = next_name("consensus", std::move(name))](
+                                               Engine& e, DoneCallback done) {
+    kf::consensus(e, name, bytes, [agreed, done = std::move(done)](Status s, bool ok) {
+      if (agreed) *agreed = s.ok() && ok;
+      done(std::move(s));
+    });
+  });
 }
 
 Status Peer::consensus(ConstBufferView bytes, bool* agreed, std::string name) {
@@ -651,7 +659,7 @@ std::uint64_t Peer::save(const std::string& name, ConstBufferView bytes,
 
 Handle Peer::request_async(int peer, std::string name, std::shared_ptr<Blob> out,
                            std::uint64_t version) {
-  return impl_->launch([=](Engine& e, DoneCallback done) {
+  return impl_->launch(kUnknownBytes, [=](Engine& e, DoneCallback done) {
     request_blob(e, {.peer = peer, .name = name, .version = version},
                  [out, done = std::move(done)](Status s, Blob blob) {
                    if (out) *out = std::move(blob);
@@ -673,6 +681,10 @@ void Peer::post(std::function<void(Engine&)> fn) {
   p.loop.post([&p, fn = std::move(fn)] {
     if (p.engine) fn(*p.engine);
   });
+}
+
+Handle Peer::start(std::function<void(Engine&, DoneCallback)> start, std::size_t bytes) {
+  return impl_->launch(bytes, std::move(start));
 }
 
 SocketTransportStats Peer::transport_stats() const {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -156,6 +157,9 @@ class Peer {
   Status propose_new_size(int workers);
 
   // An empty name means "the next automatic name": every peer must then call in the same order.
+  // Where every wait drives the loop (PeerOptions::caller_drives), an async call of at most
+  // 64 KiB starts at the next wait on this peer, or when the loop's thread takes over after the
+  // last driver's linger (2 ms), whichever comes first; a larger one starts at once.
   Handle allreduce_async(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
                          std::string name = {});
   Handle broadcast_async(BufferView data, int root = 0, std::string name = {});
@@ -212,6 +216,14 @@ class Peer {
 
   // Advanced: run `fn(engine)` on the peer's loop (the runtime's free functions need that).
   void post(std::function<void(Engine&)> fn);
+  // Advanced: starts a call of the runtime's free functions moving `bytes` (SIZE_MAX: not known)
+  // as the *_async methods start theirs (a BlockingCall on this thread applies), for a caller
+  // that needs more than they offer (the Python binding tracks each call and runs callbacks on
+  // it). `start(engine, done)` runs on the loop and must see that `done` is called once; the
+  // handle completes with that status. If the peer has left its cluster when the loop gets to
+  // it, `start` is not called and the handle completes as cancelled.
+  Handle start(std::function<void(Engine&, DoneCallback)> start,
+               std::size_t bytes = std::numeric_limits<std::size_t>::max());
   SocketTransportStats transport_stats() const;
 
  private:

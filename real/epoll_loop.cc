@@ -102,6 +102,7 @@ void EpollLoop::post_task(Task task, bool driver_follows) {
       wake_loop = drivers_ == 0 && (!detached_ || !driver_follows);
       wake_sleeping_driver = driver_asleep_;
     }
+    only_driver_tasks_ = (tasks_.empty() || only_driver_tasks_) && driver_follows;
     tasks_.push_back(std::move(task));
     spinning = busy_poll() && !parks_while_driven();
   }
@@ -385,9 +386,10 @@ void EpollLoop::arm_linger(Duration left) {
 void EpollLoop::reattach_after_drivers() {
   if (!detached_ || drivers_ > 0) return;
   const TimePoint t = now();
-  // The linger ends early for work: a task, or a timer due before it.
+  // The linger ends early for work: a task (not one a caller posted to run it next), or a timer
+  // due before it.
   const TimePoint end = std::min(linger_until_, timers_.next_deadline());
-  if (t < end && tasks_.empty()) {
+  if (t < end && (tasks_.empty() || only_driver_tasks_)) {
     // Drivers came and went since the timer was set (it fired early), or a timer came: wait
     // out the rest.
     if (!linger_armed_ || end < linger_fires_) arm_linger(end - t);
@@ -574,11 +576,11 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       // peer's comes between two of them. Each leave pushes the end back; the timer, set for an
       // earlier end, fires early and is re-armed for the rest (reattach_after_drivers). A timer
       // due sooner (a full ring's retry, say) ends it early, and a task left queued (or posted
-      // by an async call meanwhile) wakes the loop's thread at once.
+      // meanwhile by a call whose caller does not drive next) wakes the loop's thread at once.
       const TimePoint t = now();
       linger_until_ = std::min(t + driver_linger_, timers_.next_deadline());
       if (!linger_armed_ || linger_until_ < linger_fires_) arm_linger(linger_until_ - t);
-      if (!tasks_.empty() || stopping_) wake();
+      if ((!tasks_.empty() && !only_driver_tasks_) || stopping_) wake();
     } else {
       // A caller gave up driving and waits for its result: the loop's thread takes over now.
       hand_back_ = false;

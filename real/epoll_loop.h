@@ -184,6 +184,9 @@ class EpollLoop final : public Executor {
   std::atomic<std::thread::id> owner_{};
   mutable std::mutex mu_;
   std::deque<Task> tasks_;
+  // Under mu_: every task in tasks_ was posted for a driver (post_for_driver), whose caller runs
+  // it: a lingering loop is not taken back for them before the linger ends.
+  bool only_driver_tasks_ = false;
   // Under drive_: run_ready_work's batch, kept so that a turn allocates nothing (a std::deque
   // allocates as it is made, and clear() keeps its first block: tasks_ stays allocated too).
   std::vector<Task> spare_batch_;

@@ -25,18 +25,34 @@ _NUMPY_DTYPES = {
 }
 
 
+_TORCH_DTYPES: Optional[dict] = None
+
+
 def _torch_dtypes() -> dict:
-    torch = sys.modules["torch"]
-    names = {"uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-             "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-             "uint16": "u16", "uint32": "u32", "uint64": "u64"}
-    return {getattr(torch, n): d for n, d in names.items() if hasattr(torch, n)}
+    """torch's dtypes the runtime has, by the runtime's names (made once torch is loaded)."""
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        torch = sys.modules["torch"]
+        names = {"uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+                 "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+                 "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+        _TORCH_DTYPES = {getattr(torch, n): d for n, d in names.items() if hasattr(torch, n)}
+    return _TORCH_DTYPES
 
 
 def is_tensor(x: Any) -> bool:
     """Is `x` a torch tensor (without importing torch when it is not loaded)?"""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
+
+
+def cpu_tensor(x: Any) -> Optional[tuple[int, int, str]]:
+    """(address, element count, dtype) of `x` as it is, when it is a contiguous CPU torch tensor
+    of a dtype the runtime has; None for anything else (wrap() then copies it or raises)."""
+    if not is_tensor(x) or x.device.type != "cpu" or not x.is_contiguous():
+        return None
+    dtype = _torch_dtypes().get(x.dtype)
+    return None if dtype is None else (x.data_ptr(), x.numel(), dtype)
 
 
 @dataclass

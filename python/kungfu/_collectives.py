@@ -8,12 +8,13 @@ memory it uses until the collective completes, whether or not the Handle is kept
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from kungfu import _core
-from kungfu._buffers import Buffer, is_tensor, wrap, writable
+from kungfu._buffers import Buffer, cpu_tensor, is_tensor, wrap, writable
 
 _OPS = ("sum", "min", "max", "prod", "avg")
 
@@ -121,11 +122,17 @@ def allreduce(x: Any, op: str = "sum", *, inplace: bool = False,
     """The elementwise reduction of `x` over every peer, on every peer."""
     # A numpy array as it is goes in one call (the small collectives of a training step are
     # mostly such calls); the runtime declines anything that needs a copy or raises.
+    call = "kungfu.allreduce"
     if type(x) is np.ndarray:
         out = _core.allreduce_array(x, op, inplace, _name(name))
         if out is not NotImplemented:
             return out
-    call = "kungfu.allreduce"
+    elif (tensor := cpu_tensor(x)) is not None:  # a CPU tensor as it is, the same way
+        address, count, dtype = tensor
+        out = x if inplace else sys.modules["torch"].empty_like(x)
+        _core.allreduce_wait(address, out.data_ptr(), count, dtype, _op_name(op, call),
+                             _name(name), (x, out))
+        return out
     src, dst = _prepare(x, inplace, call, device_ok=True)
     if src.device is not None:
         return _start_allreduce(src, dst, op, inplace, name).wait()

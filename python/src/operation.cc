@@ -1,6 +1,10 @@
 #include "python/src/operation.h"
 
+#include <chrono>
 #include <utility>
+
+#include "launch/peer.h"
+#include "python/src/session.h"
 
 namespace kf::python {
 
@@ -51,6 +55,32 @@ void CompletionQueue::run() {
 Operation::Operation(std::string what, std::shared_ptr<CompletionQueue> completions)
     : what_(std::move(what)), completions_(std::move(completions)) {}
 
+Operation::~Operation() = default;
+
+void Operation::set_handle(const Handle& handle) {
+  handle_ = std::make_unique<const Handle>(handle);
+}
+
+void Operation::drive(std::optional<Duration> limit) {
+  if (!handle_) return;
+  // Slices, so that a session closing meanwhile is noticed (its wait_for returns at once then).
+  constexpr Duration kSlice = std::chrono::seconds(1);
+  const auto end = limit ? std::optional(std::chrono::steady_clock::now() + *limit) : std::nullopt;
+  for (;;) {
+    Duration slice = kSlice;
+    if (end) {
+      slice = std::min(
+          slice, std::chrono::duration_cast<Duration>(*end - std::chrono::steady_clock::now()));
+      if (slice < Duration::zero()) return;
+    }
+    if (const std::optional<Status> s = Session::wait_for(*handle_, slice)) {
+      complete(*s);  // a no-op, unless the call was never started
+      return;
+    }
+    if (Session::closing()) return;
+  }
+}
+
 void Operation::complete(Status status) {
   std::vector<std::function<void(const Status&)>> callbacks;
   std::vector<std::shared_ptr<void>> held;
@@ -68,15 +98,18 @@ void Operation::complete(Status status) {
   }
 }
 
-Status Operation::wait() const {
+Status Operation::wait() {
+  drive(std::nullopt);
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return status_.has_value(); });
   return *status_;
 }
 
-std::optional<Status> Operation::wait_for(Duration limit) const {
+std::optional<Status> Operation::wait_for(Duration limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  drive(limit);
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, limit, [this] { return status_.has_value(); })) return std::nullopt;
+  if (!cv_.wait_until(lock, end, [this] { return status_.has_value(); })) return std::nullopt;
   return *status_;
 }
 

@@ -18,6 +18,10 @@
 #include "runtime/status.h"
 #include "runtime/time.h"
 
+namespace kf {
+class Handle;
+}
+
 namespace kf::python {
 
 // A thread that runs functions in the order they are queued. Stopping runs what is queued first.
@@ -46,16 +50,23 @@ class Operation {
  public:
   // `what` names it for errors raised before it starts ("allreduce 'grads'").
   Operation(std::string what, std::shared_ptr<CompletionQueue> completions);
+  ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
   const std::string& what() const { return what_; }
   // Once, from any thread (the runtime's loop, or the caller for an operation refused at start).
   void complete(Status status);
+  // The call's handle on the runtime (kf::Peer::start), set once by whoever started it, before
+  // the operation is shared, and completing only after complete() has run. A wait then runs the
+  // runtime's loop on the waiting thread where a C++ caller's wait would (Session::wait_for), so
+  // a small collective needs no thread to wake, and adopts the handle's status when the call was
+  // never started (its peer had left its cluster).
+  void set_handle(const Handle& handle);
 
-  Status wait() const;
+  Status wait();
   // The status once done, or nullopt when `limit` passes first.
-  std::optional<Status> wait_for(Duration limit) const;
+  std::optional<Status> wait_for(Duration limit);
   bool ready() const;
   // `fn` runs once the operation is complete, on the completion thread, with its status.
   void then(std::function<void(const Status&)> fn);
@@ -64,8 +75,13 @@ class Operation {
   void release_when_done(std::shared_ptr<void> release);
 
  private:
+  // Runs the loop through handle_ until the call is done or `limit` passes (unset: none) or the
+  // session closes; completes the operation with the handle's status if nothing did.
+  void drive(std::optional<Duration> limit);
+
   std::string what_;
   std::shared_ptr<CompletionQueue> completions_;
+  std::unique_ptr<const Handle> handle_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::optional<Status> status_;

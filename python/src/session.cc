@@ -18,6 +18,9 @@ namespace {
 std::mutex g_mu;
 std::unique_ptr<Session> g_session;
 
+// A call's size where it is not known (kf::Peer::start): started at once.
+constexpr std::size_t kUnknownBytes = std::numeric_limits<std::size_t>::max();
+
 }  // namespace
 
 void Session::init(const SessionOptions& options) {
@@ -212,7 +215,8 @@ void Session::finish(const OperationPtr& op, Status status) {
 }
 
 template <typename Start>
-OperationPtr Session::launch(const char* kind, const std::string& name, Start start) {
+OperationPtr Session::launch(const char* kind, const std::string& name, std::size_t bytes,
+                             Start start) {
   auto op = std::make_shared<Operation>(fmt::format("{} '{}'", kind, name), completions_);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -223,9 +227,16 @@ OperationPtr Session::launch(const char* kind, const std::string& name, Start st
       return op;
     }
   }
-  peer_->post([this, op, start = std::move(start)](Engine& e) {
-    start(e, [this, op](Status s) { finish(op, std::move(s)); });
-  });
+  // The operation completes before the handle does, so a waiter that finds the handle done
+  // finds the operation done.
+  op->set_handle(peer_->start(
+      [this, op, start = std::move(start)](Engine& e, DoneCallback done) {
+        start(e, [this, op, done = std::move(done)](Status s) {
+          finish(op, s);
+          done(std::move(s));
+        });
+      },
+      bytes));
   return op;
 }
 
@@ -279,14 +290,14 @@ Handle Session::start_blocking_barrier(std::string name) {
 OperationPtr Session::allreduce(ConstBufferView input, BufferView output, ReduceOp op,
                                 std::string name) {
   name = name_for("allreduce", std::move(name));
-  return launch("allreduce", name, [=](Engine& e, DoneCallback done) {
+  return launch("allreduce", name, input.size_bytes(), [=](Engine& e, DoneCallback done) {
     kf::allreduce(e, {.name = name, .input = input, .output = output, .op = op}, std::move(done));
   });
 }
 
 OperationPtr Session::broadcast(BufferView data, int root, std::string name) {
   name = name_for("broadcast", std::move(name));
-  return launch("broadcast", name, [=](Engine& e, DoneCallback done) {
+  return launch("broadcast", name, data.size_bytes(), [=](Engine& e, DoneCallback done) {
     kf::broadcast(e, {.name = name, .input = data, .output = data, .root = root}, std::move(done));
   });
 }
@@ -294,7 +305,7 @@ OperationPtr Session::broadcast(BufferView data, int root, std::string name) {
 OperationPtr Session::reduce(ConstBufferView input, BufferView output, ReduceOp op, int root,
                              std::string name) {
   name = name_for("reduce", std::move(name));
-  return launch("reduce", name, [=](Engine& e, DoneCallback done) {
+  return launch("reduce", name, input.size_bytes(), [=](Engine& e, DoneCallback done) {
     kf::reduce(e, {.name = name, .input = input, .output = output, .op = op, .root = root},
                std::move(done));
   });
@@ -302,28 +313,30 @@ OperationPtr Session::reduce(ConstBufferView input, BufferView output, ReduceOp 
 
 OperationPtr Session::allgather(ConstBufferView input, BufferView output, std::string name) {
   name = name_for("allgather", std::move(name));
-  return launch("allgather", name, [=](Engine& e, DoneCallback done) {
+  return launch("allgather", name, output.size_bytes(), [=](Engine& e, DoneCallback done) {
     kf::allgather(e, {.name = name, .input = input, .output = output}, std::move(done));
   });
 }
 
 OperationPtr Session::gather(ConstBufferView input, BufferView output, int root, std::string name) {
   name = name_for("gather", std::move(name));
-  return launch("gather", name, [=](Engine& e, DoneCallback done) {
-    kf::gather(e, {.name = name, .input = input, .output = output, .root = root}, std::move(done));
-  });
+  return launch("gather", name, std::max(input.size_bytes(), output.size_bytes()),
+                [=](Engine& e, DoneCallback done) {
+                  kf::gather(e, {.name = name, .input = input, .output = output, .root = root},
+                             std::move(done));
+                });
 }
 
 OperationPtr Session::barrier(std::string name) {
   name = name_for("barrier", std::move(name));
-  return launch("barrier", name,
+  return launch("barrier", name, 0,
                 [=](Engine& e, DoneCallback done) { kf::barrier(e, name, std::move(done)); });
 }
 
 OperationPtr Session::consensus(ConstBufferView bytes, std::shared_ptr<bool> agreed,
                                 std::string name) {
   name = name_for("consensus", std::move(name));
-  return launch("consensus", name, [=](Engine& e, DoneCallback done) {
+  return launch("consensus", name, bytes.size_bytes(), [=](Engine& e, DoneCallback done) {
     kf::consensus(e, name, bytes, [agreed, done = std::move(done)](Status s, bool ok) {
       if (agreed) *agreed = s.ok() && ok;
       done(std::move(s));
@@ -363,7 +376,7 @@ OperationPtr Session::device_allreduce(const void* input, void* output, std::siz
     return failed;
   }
   GpuContext* gpu = gpu_.get();
-  return launch("allreduce", name, [=](Engine& e, DoneCallback done) {
+  return launch("allreduce", name, kUnknownBytes, [=](Engine& e, DoneCallback done) {
     gpu->allreduce(
         e,
         {.name = name, .input = input, .output = output, .count = count, .dtype = dtype, .op = op},
@@ -377,7 +390,7 @@ std::uint64_t Session::save(const std::string& name, ConstBufferView bytes) {
 
 OperationPtr Session::request(int peer, const std::string& name, std::uint64_t version,
                               std::shared_ptr<Blob> out) {
-  return launch("request", name, [=](Engine& e, DoneCallback done) {
+  return launch("request", name, kUnknownBytes, [=](Engine& e, DoneCallback done) {
     kf::request_blob(e, {.peer = peer, .name = name, .version = version},
                      [out, done = std::move(done)](Status s, Blob blob) {
                        *out = std::move(blob);

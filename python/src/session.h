@@ -129,9 +129,10 @@ class Session {
  private:
   explicit Session(const SessionOptions& options);
   std::string name_for(const char* kind, std::string name);
-  // Starts `start` on the loop as a tracked operation; refuses it at once when shutting down.
+  // Starts `start`, moving `bytes` (kf::Peer::start), as a tracked operation; refuses it at once
+  // when shutting down.
   template <typename Start>
-  OperationPtr launch(const char* kind, const std::string& name, Start start);
+  OperationPtr launch(const char* kind, const std::string& name, std::size_t bytes, Start start);
   void finish(const OperationPtr& op, Status status);
 
   // Opens the GPU context for `device` on first use; the reason when it cannot.

@@ -1,8 +1,9 @@
 // kungfu.torch._c10d: the torch.distributed backend "kungfu", a c10d process group over the
 // process's one runtime (python/src/session.h). torch.distributed calls it for allreduce (sum,
 // avg, min, max, product), broadcast, reduce, allgather, gather and barrier on CPU tensors; each
-// returns a Work whose future completes on kungfu's completion thread (never the runtime's loop)
-// with the output tensors, so DistributedDataParallel's comm hooks run as with Gloo. Calls
+// returns a Work whose future completes with the output tensors, never on the runtime's loop: on
+// the thread that waits for the Work, or else on kungfu's completion thread, so
+// DistributedDataParallel's comm hooks run as with Gloo. Calls
 // torch.distributed makes on every rank in the same order; the backend names the collectives in
 // that order. Anything else raises a c10::Error naming the call.
 //
@@ -18,7 +19,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,54 +98,104 @@ const at::Tensor& only(const std::vector<at::Tensor>& tensors, const char* call)
   return tensors.front();
 }
 
-// One collective's Work: the operation, the tensors it fills (kept alive until it completes), a
-// step to run on completion before the future is marked (copying a staging buffer out), and the
-// future DDP chains on.
+// What marks a Work's future once its collective completes: the tensors it fills (and those it
+// reads, kept alive until then), a step to run first (copying a staging buffer out), and the
+// future. Whoever runs it first does it: a thread in Work::wait, Work::isCompleted, or, for a
+// future DDP chains on (getFuture) or a Work dropped unfinished, kungfu's completion thread.
+class Settle {
+ public:
+  Settle(std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+         std::function<void()> finish_step)
+      : outputs_(std::move(outputs)),
+        keep_(std::move(keep)),
+        finish_step_(std::move(finish_step)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+
+  const c10::intrusive_ptr<c10::ivalue::Future>& future() const { return future_; }
+  const std::vector<at::Tensor>& outputs() const { return outputs_; }
+
+  // Marks the future with the collective's outcome `s`, once: false when another thread has
+  // taken it (the future is then marked, or about to be).
+  bool run(const Status& s) {
+    if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
+    if (!s.ok()) {
+      future_->setError(std::make_exception_ptr(std::runtime_error(s.to_string())));
+    } else {
+      if (finish_step_) finish_step_();
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+    keep_.clear();
+    return true;
+  }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  std::vector<at::Tensor> keep_;
+  std::function<void()> finish_step_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> claimed_{false};
+};
+
+// One collective's Work. A wait runs the runtime's loop on the waiting thread where a C++
+// caller's would (Operation::wait) and marks the future itself, so a torch.distributed call
+// waited for at once crosses no thread; the completion thread marks it only for a future asked
+// for (DDP's comm hooks chain on it there, as with Gloo's worker threads) or a Work dropped
+// before its collective completed, which then keeps the tensors alive until it does.
 class KungFuWork : public c10d::Work {
  public:
   KungFuWork(OperationPtr op, c10d::OpType type, std::vector<at::Tensor> outputs,
              std::vector<at::Tensor> keep, std::function<void()> finish_step = {})
       : c10d::Work(-1, type),
         op_(std::move(op)),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {
-    // The completion thread, never the runtime's loop, completes the future: DDP's callbacks
-    // run there.
-    op_->then([future = future_, outputs = outputs_, keep = std::move(keep),
-               finish_step = std::move(finish_step)](const Status& s) {
-      if (!s.ok()) {
-        future->setError(std::make_exception_ptr(std::runtime_error(s.to_string())));
-        return;
-      }
-      if (finish_step) finish_step();
-      future->markCompleted(c10::IValue(outputs));
-    });
+        settle_(std::make_shared<Settle>(std::move(outputs), std::move(keep),
+                                         std::move(finish_step))) {}
+  ~KungFuWork() override {
+    if (!settled()) settle_on_completion_thread();
   }
 
-  bool isCompleted() override { return future_->completed(); }
-  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  bool isCompleted() override { return settled(); }
+  bool isSuccess() const override {
+    return settle_->future()->completed() && !settle_->future()->hasError();
+  }
+  std::vector<at::Tensor> result() override { return settle_->outputs(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    settle_on_completion_thread();
+    return settle_->future();
+  }
 
   bool wait(std::chrono::milliseconds timeout) override {
+    std::optional<Status> s;
     if (timeout == kNoTimeout) {  // c10d's "wait for ever" (Work.hpp)
-      future_->wait();
+      s = op_->wait();
     } else {
-      const Status s = op_->wait_for(timeout).value_or(
-          Status(ErrorCode::timeout,
-                 fmt::format("{}: Work.wait timed out after {} ms", op_->what(), timeout.count())));
-      TORCH_CHECK(s.ok(), s.to_string());
-      future_->wait();
+      s = op_->wait_for(timeout);
+      TORCH_CHECK(s.has_value(), "kungfu backend: ", op_->what(), ": Work.wait timed out after ",
+                  timeout.count(), " ms");
     }
-    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    if (!settle_->run(*s)) settle_->future()->wait();
+    if (settle_->future()->hasError()) std::rethrow_exception(settle_->future()->exception_ptr());
     return true;
   }
 
  private:
+  // True once the future is marked; marks it here when the collective is done and no one has.
+  bool settled() {
+    if (!settle_->future()->completed() && op_->ready()) {
+      if (const std::optional<Status> s = op_->wait_for(Duration::zero())) settle_->run(*s);
+    }
+    return settle_->future()->completed();
+  }
+
+  // The completion thread marks the future once the collective completes, unless someone did.
+  void settle_on_completion_thread() {
+    std::call_once(then_,
+                   [this] { op_->then([settle = settle_](const Status& s) { settle->run(s); }); });
+  }
+
   OperationPtr op_;
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<Settle> settle_;
+  std::once_flag then_;
 };
 
 class ProcessGroupKungFu : public Base {

@@ -1,6 +1,6 @@
 """The torch.distributed backend "kungfu": an unmodified DistributedDataParallel script trains to
 the same parameters as on "gloo" from the same seed, under kfrun and with torchrun's variables;
-its other collectives and futures work; what it does not support says so."""
+its other collectives, futures and Work objects work; what it does not support says so."""
 
 import re
 
@@ -41,6 +41,12 @@ def test_ddp_on_kungfu_with_torchruns_variables():
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out
     assert params_of(outs[0])[0] == params_of(outs[1])[1]
+
+
+def test_works_wait_time_out_and_keep_their_tensors_when_dropped():
+    r = run_kfrun(2, "works.py")
+    check_ok(r)
+    assert r.stdout.count("OK") == 2, r.stdout
 
 
 def test_unsupported_calls_raise_naming_the_call():
