@@ -179,17 +179,20 @@ struct Peer::Impl {
 
   // Starts `start(engine, done)`, a call moving `bytes`, on the loop; the handle completes with
   // `done`'s status. `waits`: the caller waits for it at once (a blocking call), so when it
-  // drives the loop it runs the start itself and the loop's thread need not wake for it. Where
-  // every wait drives, a small async call is left for the next wait too (it is usually waited for
-  // at once: torch.distributed's calls are async calls waited for at once), and started by the
-  // loop's thread when its linger after the last driver ends (kDriverLinger) if none comes first;
-  // a large one wakes the loop's thread, as its start should not wait (DDP's buckets, a
-  // pipeline's overlap).
+  // drives the loop it runs the start itself and the loop's thread need not wake for it. An async
+  // call of at most kSmallDriveBytes is taken for a blocking call of its size, as it usually is
+  // one (torch.distributed's calls are async calls waited for at once): its wait drives where
+  // that call's would, and its start is left for that wait, or for the loop's thread when the
+  // last driver's linger ends (kDriverLinger) if no wait comes first. A larger async call wakes
+  // the loop's thread, as its start should not wait (DDP's buckets, a pipeline's overlap).
   Handle launch(std::size_t bytes, std::function<void(Engine&, DoneCallback)> start,
                 bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
-    const bool every_wait_drives = drives.load(std::memory_order_relaxed);
-    const bool drive = every_wait_drives || (waits && drives_blocking_call(t_blocking_bytes));
+    // A small async call is taken for a blocking call of its size: usually it is one.
+    const bool small_async = !waits && bytes <= kSmallDriveBytes;
+    const bool drive = drives.load(std::memory_order_relaxed) ||
+                       (waits && drives_blocking_call(t_blocking_bytes)) ||
+                       (small_async && drives_blocking_call(bytes));
     Handle h(done, options.busy_poll, drive ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)] {
       if (!engine) {
@@ -201,7 +204,7 @@ struct Peer::Impl {
         done->set(std::move(s));
       });
     };
-    if (drive && (waits || bytes <= kSmallDriveBytes)) {
+    if (drive && (waits || small_async)) {
       loop.post_for_driver(std::move(task));
     } else {
       loop.post(std::move(task));

@@ -817,58 +817,61 @@ TEST(Peer, ABlockingCallWaitedForInSlicesEndsEachSliceAndThenCompletes) {
   }
 }
 
-// Where every wait drives, a small async call is left for the next wait rather than waking the
-// loop's thread (Peer::start, as the *_async methods start theirs): one waited for a little later,
-// within the linger of the last driver, starts on the waiting thread; one never waited for still
-// starts, on the loop's thread once the linger ends, and completes.
+// A small async call is taken for a blocking call of its size: where such a call drives (every
+// wait, or on shared cores small calls), it is left for the next wait rather than waking the
+// loop's thread (Peer::start, as the *_async methods start theirs). One waited for a little
+// later, within the linger of the last driver, starts on the waiting thread; one never waited
+// for still starts, on the loop's thread once the linger ends, and completes.
 TEST(Peer, ASmallAsyncCallStartsAtTheNextWaitOrWhenTheLoopsThreadTakesOver) {
-  const auto base = free_port_base(2);
-  const ClusterSpec cluster = ClusterSpec::local(2, base);
-  PeerOptions options;
-  options.caller_drives = true;
-  std::atomic<int> wrong{0};
-  // Waits for a call that completes 1 ms after it starts: the wait drives, and leaves the loop
-  // to linger for the next driver.
-  const auto drive_a_while = [&wrong](Peer& peer) {
-    DoneCallback finish;
-    const Handle pending =
-        peer.start([&finish](Engine&, DoneCallback done) { finish = std::move(done); }, 8);
-    std::thread later([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      peer.post([&finish](Engine&) { finish(Status{}); });
-    });
-    if (!pending.wait().ok()) ++wrong;
-    later.join();
-  };
-  on_every_peer(cluster, options, [&](Peer& peer) {
-    int on_waiter = 0;
-    for (int attempt = 0; attempt < 20; ++attempt) {
+  for (const int host_cores : {2, 1}) {  // a core per worker (every wait drives), shared cores
+    const auto base = free_port_base(2);
+    const ClusterSpec cluster = ClusterSpec::local(2, base);
+    PeerOptions options;
+    options.engine.host_cores = host_cores;
+    std::atomic<int> wrong{0};
+    // Waits for a call that completes 1 ms after it starts: the wait drives, and leaves the loop
+    // to linger for the next driver.
+    const auto drive_a_while = [&wrong](Peer& peer) {
+      DoneCallback finish;
+      const Handle pending =
+          peer.start([&finish](Engine&, DoneCallback done) { finish = std::move(done); }, 8);
+      std::thread later([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        peer.post([&finish](Engine&) { finish(Status{}); });
+      });
+      if (!pending.wait().ok()) ++wrong;
+      later.join();
+    };
+    on_every_peer(cluster, options, [&](Peer& peer) {
+      int on_waiter = 0;
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        drive_a_while(peer);
+        std::thread::id ran_on;
+        const Handle h = peer.start(
+            [&ran_on](Engine&, DoneCallback done) {
+              ran_on = std::this_thread::get_id();
+              done(Status{});
+            },
+            8);
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        if (!h.wait().ok()) ++wrong;
+        if (ran_on == std::this_thread::get_id()) ++on_waiter;
+      }
+      // Twenty tries: on a loaded machine the linger may end before the wait, or the loop's
+      // thread still hold the loop when the first driver comes.
+      if (on_waiter == 0) ++wrong;
       drive_a_while(peer);
-      std::thread::id ran_on;
-      const Handle h = peer.start(
-          [&ran_on](Engine&, DoneCallback done) {
-            ran_on = std::this_thread::get_id();
-            done(Status{});
-          },
-          8);
-      std::this_thread::sleep_for(std::chrono::microseconds(300));
-      if (!h.wait().ok()) ++wrong;
-      if (ran_on == std::this_thread::get_id()) ++on_waiter;
-    }
-    // Twenty tries: on a loaded machine the linger may end before the wait, or the loop's
-    // thread still hold the loop when the first driver comes.
-    if (on_waiter == 0) ++wrong;
-    drive_a_while(peer);
-    // Never waited for (ready() does not drive), after a driver left.
-    std::vector<float> x(2, static_cast<float>(peer.rank() + 1));
-    const auto v = BufferView::of(std::span<float>(x), DType::f32);
-    const Handle h = peer.allreduce_async(v, v, ReduceOp::sum, "unwaited");
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!h.ready() && std::chrono::steady_clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!h.ready() || !h.wait().ok() || x[1] != 3.0f) ++wrong;
-  });
-  EXPECT_EQ(wrong, 0);
+      // Never waited for (ready() does not drive), after a driver left.
+      std::vector<float> x(2, static_cast<float>(peer.rank() + 1));
+      const auto v = BufferView::of(std::span<float>(x), DType::f32);
+      const Handle h = peer.allreduce_async(v, v, ReduceOp::sum, "unwaited");
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!h.ready() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!h.ready() || !h.wait().ok() || x[1] != 3.0f) ++wrong;
+    });
+    EXPECT_EQ(wrong, 0) << "host_cores " << host_cores;
+  }
 }
 
 TEST(Peer, ABadCallerDrivesSettingIsAClearError) {
