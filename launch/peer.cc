@@ -179,20 +179,21 @@ struct Peer::Impl {
 
   // Starts `start(engine, done)`, a call moving `bytes`, on the loop; the handle completes with
   // `done`'s status. `waits`: the caller waits for it at once (a blocking call), so when it
-  // drives the loop it runs the start itself and the loop's thread need not wake for it. An async
-  // call of at most kSmallDriveBytes is taken for a blocking call of its size, as it usually is
-  // one (torch.distributed's calls are async calls waited for at once): its wait drives where
-  // that call's would, and its start is left for that wait, or for the loop's thread when the
-  // last driver's linger ends (kDriverLinger) if no wait comes first. A larger async call wakes
-  // the loop's thread, as its start should not wait (DDP's buckets, a pipeline's overlap).
+  // drives the loop it runs the start itself and the loop's thread need not wake for it. Where
+  // every wait drives, an async call of at most kSmallDriveBytes is left for the next wait too,
+  // as it is usually waited for at once (torch.distributed's calls are async calls waited for at
+  // once), or for the loop's thread when the last driver's linger ends (kDriverLinger) if no
+  // wait comes first; a larger one wakes the loop's thread, as its start should not wait (DDP's
+  // buckets, a pipeline's overlap). Where only small blocking calls drive (shared cores, hosts
+  // apart), async calls do not: there a driver's linger holds back the messages the loop's
+  // thread would have served meanwhile, and DDP with a barrier a step (bench/torch_ddp.py) was
+  // 7-11% slower at 4 ranks on 2 cores when small async calls drove.
   Handle launch(std::size_t bytes, std::function<void(Engine&, DoneCallback)> start,
                 bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
-    // A small async call is taken for a blocking call of its size: usually it is one.
+    const bool every_wait_drives = drives.load(std::memory_order_relaxed);
+    const bool drive = every_wait_drives || (waits && drives_blocking_call(t_blocking_bytes));
     const bool small_async = !waits && bytes <= kSmallDriveBytes;
-    const bool drive = drives.load(std::memory_order_relaxed) ||
-                       (waits && drives_blocking_call(t_blocking_bytes)) ||
-                       (small_async && drives_blocking_call(bytes));
     Handle h(done, options.busy_poll, drive ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)] {
       if (!engine) {

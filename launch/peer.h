@@ -157,10 +157,9 @@ class Peer {
   Status propose_new_size(int workers);
 
   // An empty name means "the next automatic name": every peer must then call in the same order.
-  // An async call of at most 64 KiB is taken for a blocking call of its size (usually it is
-  // one): where that would drive the loop (PeerOptions::caller_drives), its wait does, and it
-  // starts at the next wait on this peer or when the loop's thread takes the loop back, within
-  // the last driver's linger (2 ms), whichever comes first. A larger one starts at once.
+  // Where every wait drives the loop (PeerOptions::caller_drives), an async call of at most
+  // 64 KiB starts at the next wait on this peer, or when the loop's thread takes the loop back
+  // within the last driver's linger (2 ms), whichever comes first; a larger one starts at once.
   Handle allreduce_async(ConstBufferView input, BufferView output, ReduceOp op = ReduceOp::sum,
                          std::string name = {});
   Handle broadcast_async(BufferView data, int root = 0, std::string name = {});

@@ -817,11 +817,11 @@ TEST(Peer, ABlockingCallWaitedForInSlicesEndsEachSliceAndThenCompletes) {
   }
 }
 
-// A small async call is taken for a blocking call of its size: where such a call drives (every
-// wait, or on shared cores small calls), it is left for the next wait rather than waking the
-// loop's thread (Peer::start, as the *_async methods start theirs). One waited for a little
-// later, within the linger of the last driver, starts on the waiting thread; one never waited
-// for still starts, on the loop's thread once the linger ends, and completes.
+// Where every wait drives (a core per worker), a small async call is left for the next wait
+// rather than waking the loop's thread (Peer::start, as the *_async methods start theirs): one
+// waited for a little later, within the linger of the last driver, starts on the waiting thread;
+// one never waited for still starts, on the loop's thread once the linger ends, and completes.
+// On shared cores async calls do not drive, and one never waited for completes as well.
 TEST(Peer, ASmallAsyncCallStartsAtTheNextWaitOrWhenTheLoopsThreadTakesOver) {
   for (const int host_cores : {2, 1}) {  // a core per worker (every wait drives), shared cores
     const auto base = free_port_base(2);
@@ -859,7 +859,7 @@ TEST(Peer, ASmallAsyncCallStartsAtTheNextWaitOrWhenTheLoopsThreadTakesOver) {
       }
       // Twenty tries: on a loaded machine the linger may end before the wait, or the loop's
       // thread still hold the loop when the first driver comes.
-      if (on_waiter == 0) ++wrong;
+      if (host_cores == 2 && on_waiter == 0) ++wrong;
       drive_a_while(peer);
       // Never waited for (ready() does not drive), after a driver left.
       std::vector<float> x(2, static_cast<float>(peer.rank() + 1));

@@ -14,12 +14,12 @@ kfrun=$PWD/build/release/apps/kfrun
 echo "ranks,pair,build,call,p50_us" > "$out"
 one() {  # NP PAIR BUILD PACKAGE BACKEND
   PYTHONPATH=$4 timeout 600 "$kfrun" -q -np "$1" /usr/bin/python3 "$here/small_calls.py" "$5" |
-    grep '^{' | /usr/bin/python3 -c '
+    sed -n 's/^.*stdout\] {/{/p' | /usr/bin/python3 -c '
 import json, sys
 r = json.loads(sys.stdin.readline())
 for k, v in r.items():
     if k not in ("backend", "ranks", "bytes"):
-        print(f"{r[\"ranks\"]},'"$2"','"$3"',{k},{v}")' >> "$out"
+        print(r["ranks"], sys.argv[1], sys.argv[2], k, v, sep=",")' "$2" "$3" >> "$out"
 }
 for i in $(seq 1 "$pairs"); do
   for np in 2 4; do
