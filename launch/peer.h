@@ -89,6 +89,8 @@ class Handle {
   // does, where wait() would.
   std::optional<Status> wait_for(Duration limit) const;
   bool ready() const { return done_->ready(); }
+  // Does a wait run the peer's loop (rather than wait for the loop's thread)?
+  bool drives() const { return loop_ != nullptr; }
 
  private:
   // Both waits: until done, or until `limit` passes (unset: none).

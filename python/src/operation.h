@@ -58,10 +58,10 @@ class Operation {
   // Once, from any thread (the runtime's loop, or the caller for an operation refused at start).
   void complete(Status status);
   // The call's handle on the runtime (kf::Peer::start), set once by whoever started it, before
-  // the operation is shared, and completing only after complete() has run. A wait then runs the
-  // runtime's loop on the waiting thread where a C++ caller's wait would (Session::wait_for), so
-  // a small collective needs no thread to wake, and adopts the handle's status when the call was
-  // never started (its peer had left its cluster).
+  // the operation is shared, and completing only after complete() has run. Where that handle
+  // drives, a wait runs the runtime's loop on the waiting thread (Session::wait_for), so a small
+  // collective needs no thread to wake, and adopts the handle's status when the call was never
+  // started (its peer had left its cluster); elsewhere it sleeps until complete().
   void set_handle(const Handle& handle);
 
   Status wait();
