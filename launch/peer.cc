@@ -186,8 +186,8 @@ struct Peer::Impl {
   // wait comes first; a larger one wakes the loop's thread, as its start should not wait (DDP's
   // buckets, a pipeline's overlap). Where only small blocking calls drive (shared cores, hosts
   // apart), async calls do not: there a driver's linger holds back the messages the loop's
-  // thread would have served meanwhile, and DDP with a barrier a step (bench/torch_ddp.py) was
-  // 7-11% slower at 4 ranks on 2 cores when small async calls drove.
+  // thread would have served meanwhile, and DDP with a barrier every step was slower when small
+  // async calls drove (docs/performance.md, "From PyTorch").
   Handle launch(std::size_t bytes, std::function<void(Engine&, DoneCallback)> start,
                 bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();

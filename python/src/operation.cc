@@ -63,8 +63,8 @@ void Operation::set_handle(const Handle& handle) {
 
 void Operation::drive(std::optional<Duration> limit) {
   // A handle that does not drive would only spin before it sleeps, as a C++ caller's wait does;
-  // on cores shared with the loop's thread the spin costs more than it saves (an 8-byte async
-  // allreduce from Python at 4 ranks on 2 cores took 1.47x as long), so that wait sleeps at once.
+  // on cores shared with the loop's thread the spin cost a small async call from Python more than
+  // it saved (docs/performance.md, "From PyTorch"), so that wait sleeps at once.
   if (!handle_ || !handle_->drives()) return;
   // Slices, so that a session closing meanwhile is noticed (its wait_for returns at once then).
   constexpr Duration kSlice = std::chrono::seconds(1);
