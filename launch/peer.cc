@@ -81,19 +81,10 @@ std::optional<Status> Handle::wait_until_done(std::optional<Duration> limit) con
   auto spin_until = start + kSpinBeforeSleep;
   if (end) spin_until = std::min(spin_until, *end);
   if (loop_ != nullptr && !loop_->in_loop_thread()) {
-    if (!end) {
-      loop_->drive_until([&done] { return done.ready(); },
-                         spin_ ? std::nullopt : std::optional(spin_until));
-    } else {
-      // A timer at the limit ends the drive, and wakes a driver asleep in the loop's wait; the
-      // drive's test reads a flag rather than the clock on every turn. The timer may run on the
-      // loop's thread after this wait returns: it holds the flag.
-      auto expired = std::make_shared<std::atomic<bool>>(false);
-      const auto wake = loop_->post_after(*limit, [expired] { expired->store(true); });
-      loop_->drive_until([&] { return done.ready() || expired->load(std::memory_order_relaxed); },
-                         spin_ ? std::nullopt : std::optional(spin_until));
-      loop_->cancel(wake);
-    }
+    // The limit ends the drive from the turn's own clock reading: a timer for it would wake the
+    // loop's thread (no driver yet) on every wait of a caller that waits in slices.
+    loop_->drive_until([&done] { return done.ready(); },
+                       spin_ ? std::nullopt : std::optional(spin_until), end);
   }
   while (!done.ready()) {
     if (past() || (!spin_ && std::chrono::steady_clock::now() >= spin_until)) break;

@@ -482,10 +482,12 @@ void EpollLoop::run() {
 }
 
 bool EpollLoop::drive_until(const std::function<bool()>& done,
-                            std::optional<std::chrono::steady_clock::time_point> spin_until) {
+                            std::optional<std::chrono::steady_clock::time_point> spin_until,
+                            std::optional<std::chrono::steady_clock::time_point> end) {
   if (done()) return true;
-  const auto spinning = [&spin_until] {
-    return !spin_until || std::chrono::steady_clock::now() < *spin_until;
+  const auto spinning = [&spin_until, &end] {
+    const auto t = std::chrono::steady_clock::now();
+    return (!spin_until || t < *spin_until) && (!end || t < *end);
   };
   {
     std::lock_guard lock(mu_);
@@ -498,9 +500,14 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
     }
   }
   bool finished = false;
+  bool ended = false;  // at `end`: the caller stops waiting
   std::array<epoll_event, 64> events;
   for (;;) {
-    if ((finished = done()) || !spinning()) break;
+    if ((finished = done())) break;
+    if (!spinning()) {
+      ended = end && std::chrono::steady_clock::now() >= *end;
+      break;
+    }
     std::unique_lock drive(drive_, std::try_to_lock);
     if (!drive.owns_lock()) {  // the loop's thread (it leaves soon) or another caller drives
       std::this_thread::yield();
@@ -510,6 +517,10 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
     disarm_pollers();  // the loop's thread may have armed them before it slept
     while (!(finished = done())) {
       const auto turn = std::chrono::steady_clock::now();  // the turn's one clock reading
+      if (end && turn >= *end) {
+        ended = true;
+        break;
+      }
       const bool worked = run_ready_work(since_epoch(turn));
       const bool ran = run_pollers() || worked;
       // Work keeps the driver spinning, as it keeps the loop's thread polling (poll_briefly): a
@@ -524,7 +535,9 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
         // Past the spin: sleep in the loop's own wait, woken by a message, a post (driver_asleep_
         // makes posts write driver_wake_fd_, in epoll_) or the next timer's deadline.
         if (!ran && tasks_.empty() && spin_until && turn >= *spin_until) {
-          timeout = ms_until_deadline(timers_.next_deadline(), since_epoch(turn));
+          TimePoint wake_at = timers_.next_deadline();
+          if (end) wake_at = std::min(wake_at, since_epoch(*end));
+          timeout = ms_until_deadline(wake_at, since_epoch(turn));
           driver_asleep_ = true;
         }
       }
@@ -564,7 +577,7 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
     break;
   }
   std::lock_guard lock(mu_);
-  if (!finished) hand_back_ = true;  // still waiting, without driving: no linger for it
+  if (!finished && !ended) hand_back_ = true;  // still waiting, without driving: no linger
   // Bytes that wait for room in a socket (a TCP peer's last chunk, say) would wait out the
   // linger too, and the peer with them: the loop's thread takes over now.
   if (writing_watches_.load(std::memory_order_relaxed) > 0) hand_back_ = true;

@@ -108,16 +108,20 @@ class EpollLoop final : public Executor {
     return owner_.load(std::memory_order_acquire) == std::this_thread::get_id();
   }
 
-  // Runs the loop's work on the calling thread until done() is true or stop() is called, and
-  // returns done(). Until `spin_until` (always, if nullopt), pushed back to kPollBeforeSleep after
-  // each turn that found work, it polls; after it, it sleeps in the loop's own wait, woken by a
-  // message, a post or a timer, as the loop's thread would. If
-  // another thread drives the loop meanwhile, the caller waits its turn only until `spin_until`,
-  // then returns false (it must wait for its result by other means; the loop's thread takes
-  // over). done() is read on this thread and must not block. Not from loop context, and never
-  // while the loop is being destroyed.
+  // Runs the loop's work on the calling thread until done() is true, stop() is called or `end`
+  // (if set) has passed, and returns done(). Until `spin_until` (always, if nullopt), pushed back
+  // to kPollBeforeSleep after each turn that found work, it polls; after it, it sleeps in the
+  // loop's own wait, woken by a message, a post, a timer or `end`, as the loop's thread would. If
+  // another thread drives the loop meanwhile, the caller waits its turn only until `spin_until`
+  // (or `end`), then returns false (it must wait for its result by other means; the loop's
+  // thread takes over). A drive ended by `end` leaves the loop lingering, as one that finished
+  // does: the caller stops waiting, it does not go on waiting without driving. `end` is read
+  // from each turn's one clock reading, and needs no timer that could wake the loop's thread.
+  // done() is read on this thread and must not block. Not from loop context, and never while
+  // the loop is being destroyed.
   bool drive_until(const std::function<bool()>& done,
-                   std::optional<std::chrono::steady_clock::time_point> spin_until);
+                   std::optional<std::chrono::steady_clock::time_point> spin_until,
+                   std::optional<std::chrono::steady_clock::time_point> end = std::nullopt);
 
   // Runs `fn` on the loop and waits for its result (or exception). Not from the loop itself.
   template <typename F>

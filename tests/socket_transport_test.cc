@@ -576,8 +576,10 @@ TEST(EpollLoop, ADriverPastItsSpinSleepsUntilAPostWakesIt) {
       ran = true;
     });
   });
+  // 10 ms to take the loop from its thread (on a loaded machine that thread may be descheduled
+  // in its first turn), well before the post.
   const bool done = loop.drive_until(
-      [&] { return ran.load(); }, std::chrono::steady_clock::now() + std::chrono::milliseconds(1));
+      [&] { return ran.load(); }, std::chrono::steady_clock::now() + std::chrono::milliseconds(10));
   poster.join();
   EXPECT_TRUE(done);
   EXPECT_EQ(ran_on, std::this_thread::get_id());
@@ -667,6 +669,34 @@ TEST(EpollLoop, ALingeringLoopRunsAPlainPostItselfAndLeavesADriversPostToTheDriv
   ASSERT_TRUE(loop.drive_until([&] { return ran.load(); },
                                std::chrono::steady_clock::now() + std::chrono::seconds(10)));
   EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+// A drive with an end stops there, spinning or asleep in the loop's wait with no timer to wake it
+// (Handle::wait_for's slices), and the caller's next wait drives again: a post for a driver made
+// just after it runs on that next driver.
+TEST(EpollLoop, ADriveEndsAtItsEndSpinningOrAsleep) {
+  EpollLoop loop;
+  loop.set_driver_linger(std::chrono::hours(1));
+  for (const bool spins : {true, false}) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto end = start + std::chrono::milliseconds(30);
+    // Else it sleeps after 1 ms (a spin_until already past would not let it drive at all).
+    const auto spin_until =
+        spins ? std::nullopt : std::optional(start + std::chrono::milliseconds(1));
+    EXPECT_FALSE(loop.drive_until([] { return false; }, spin_until, end)) << "spins " << spins;
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(took, std::chrono::milliseconds(30)) << "spins " << spins;
+    EXPECT_LT(took, std::chrono::seconds(5)) << "spins " << spins;
+    std::atomic<bool> ran{false};
+    std::thread::id ran_on;
+    loop.post_for_driver([&] {
+      ran_on = std::this_thread::get_id();
+      ran = true;
+    });
+    ASSERT_TRUE(loop.drive_until([&] { return ran.load(); }, std::nullopt,
+                                 std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+    EXPECT_EQ(ran_on, std::this_thread::get_id()) << "spins " << spins;
+  }
 }
 
 // A driver that leaves bytes waiting for room in a socket (a TCP peer's last chunk) hands the
