@@ -5,13 +5,17 @@
 # runs netns_cleanup. Host i has IP $SUBNET.(i+1). SWITCH_QUEUE (optional, tc's size syntax:
 # 512kb) bounds each bridge port's drop-tail backlog; by default it is rate x 100 ms + burst.
 
+# Best effort, and safe under `set -e` (it runs from EXIT traps): a job or a namespace's process
+# that has already exited must not stop it before the namespaces are gone, or the next run finds
+# them there and skips.
 netns_cleanup() {
-  for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null; done
+  local pid i
+  for pid in $(jobs -p); do kill -9 "$pid" 2>/dev/null || true; done
   for i in $(seq 0 $((N - 1))); do
-    ip netns pids "${TAG}n$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del "${TAG}n$i" 2>/dev/null
+    ip netns pids "${TAG}n$i" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "${TAG}n$i" 2>/dev/null || true
   done
-  ip netns del "${TAG}br" 2>/dev/null
+  ip netns del "${TAG}br" 2>/dev/null || true
   rm -rf "$WORK"
 }
 
