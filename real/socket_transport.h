@@ -2,7 +2,8 @@
 // (the source connects to the destination and carries source -> destination only), so per-pair
 // FIFO is the stream's order. Same-host peers use Unix sockets, others TCP with TCP_NODELAY.
 // Writes are non-blocking with a per-connection queue sent by scatter/gather (header and payload
-// straight from the Message, never concatenated); reads parse frames incrementally and receive
+// straight from the Message, never concatenated; over TCP at most a slice per turn of the loop,
+// so that reads come between); reads parse frames incrementally and receive
 // large payloads directly into the Message's buffer. Everything runs on the peer's EpollLoop.
 //
 // Zero copy: large payloads may be borrowed (the engine's buffers, written from where they are).

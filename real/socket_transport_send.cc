@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <utility>
@@ -30,6 +31,13 @@ namespace kf {
 namespace {
 
 constexpr int kMaxIov = 64;
+// Over TCP one flush writes at most this much; the rest goes at the next turn of the loop (the
+// connection keeps its EPOLLOUT interest, which is level-triggered). One thread reads and writes
+// every connection: a write of megabytes (a ring's queued chunks) would keep it from reading
+// the other direction's bytes for a millisecond and more, and between hosts that slows both
+// ways (docs/performance.md, "16 MiB between namespaces").
+constexpr std::size_t kTcpWriteSlice = 512u << 10;
+constexpr std::size_t kTcpShortTail = 64u << 10;
 // How soon a writer whose ring was full tries again.
 constexpr Duration kRingRetry = std::chrono::microseconds(20);
 // A message to a ring with a name up to this long goes straight in, its prefix encoded on the
@@ -115,18 +123,25 @@ void SocketTransport::flush(Conn& c) {
     flush_ring(c);
     return;
   }
-  while (!c.out.empty()) {
+  std::size_t slice_left = c.tcp ? kTcpWriteSlice : std::numeric_limits<std::size_t>::max();
+  while (!c.out.empty() && slice_left > 0) {
     iovec iov[kMaxIov];
     int count = 0;
     std::size_t skip = c.out_offset;
+    std::size_t room = slice_left;
     for (auto& item : c.out) {
-      if (count + 2 > kMaxIov) break;
+      if (count + 2 > kMaxIov || room == 0) break;
       auto add = [&](const std::byte* p, std::size_t len) {
         if (skip >= len) {
           skip -= len;
           return;
         }
-        iov[count++] = iovec{const_cast<std::byte*>(p + skip), len - skip};
+        // A message's last bytes go with it where fewer than kTcpShortTail would be left.
+        std::size_t n = std::min(len - skip, room);
+        if (len - skip - n < kTcpShortTail) n = len - skip;
+        if (n == 0) return;
+        iov[count++] = iovec{const_cast<std::byte*>(p + skip), n};
+        room -= std::min(room, n);
         skip = 0;
       };
       add(item.prefix.data(), item.prefix.size());
@@ -142,6 +157,7 @@ void SocketTransport::flush(Conn& c) {
       return;
     }
     auto left = static_cast<std::size_t>(n);
+    slice_left -= std::min(slice_left, left);
     while (left > 0) {
       const std::size_t rest = c.out.front().wire_size() - c.out_offset;
       if (left < rest) {

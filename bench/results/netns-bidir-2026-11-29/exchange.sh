@@ -5,6 +5,7 @@
 # repository root; writes exchange.csv here (run,mode,phases,bytes,p50_ms,min_ms,max_ms).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck disable=SC2034  # N, MTU and WORK are read by tests/netns_lib.sh
 TAG=kfbd N=2 SUBNET=10.79.0 MTU=9000 WORK=$(mktemp -d)
 # shellcheck source=../../../tests/netns_lib.sh disable=SC1091
 source tests/netns_lib.sh

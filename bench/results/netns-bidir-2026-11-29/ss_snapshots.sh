@@ -5,6 +5,7 @@
 # ss-kfbench.txt, ss-exchange.txt and kfbench.out here.
 set -euo pipefail
 out="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck disable=SC2034  # N, MTU and WORK are read by tests/netns_lib.sh
 TAG=kfss N=2 SUBNET=10.78.0 MTU=9000 WORK=$(mktemp -d)
 # shellcheck source=../../../tests/netns_lib.sh disable=SC1091
 source tests/netns_lib.sh
