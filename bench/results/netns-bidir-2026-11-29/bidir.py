@@ -1,10 +1,13 @@
 """Both ways at once between two hosts, as a 2-rank allreduce sends: SIZE bytes each way, over one
 TCP connection carrying both directions or two connections (one per direction, as kfbench's
 transport has them), in PHASES sequential exchanges of SIZE / PHASES each way. Blocking sockets,
-a receiving thread beside the sending one. Host "a" prints one CSV line:
-mode,phases,bytes,p50_ms,min_ms,max_ms (over REPS exchanges after 3).
+a receiving thread beside the sending one; with "loop", one thread polling both directions on
+non-blocking sockets, as an event loop does (BIDIR_WRITE_CAP: bytes per write, default all the
+socket takes; BIDIR_READ_CAP: per read, 1 MiB; BIDIR_READ_DRAIN=1: a read event reads until
+EAGAIN). Host "a" prints one CSV line: mode,phases,bytes,p50_ms,min_ms,max_ms (over REPS
+exchanges after 3).
 
-    python3 bidir.py one|two a|b PEER_ADDRESS [SIZE] [REPS] [PHASES]
+    python3 bidir.py one|two a|b PEER_ADDRESS [SIZE] [REPS] [PHASES] [threads|loop]
 """
 import os
 import select
@@ -61,7 +64,6 @@ def recv_all(size):
 def event_loop(size):
     """One thread, non-blocking sockets, as an event loop sends and receives: poll both, write
     what the socket takes, read what has come."""
-    poller = select.poll()
     out = memoryview(buf_out)[:size]
     sent = got = 0
     tx.setblocking(False)
