@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -108,18 +109,46 @@ def mpirun_command(np_: int, script: str, *args: str) -> list[str]:
     return cmd + [PYTHON, str(WORKERS / script), *args]
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILLs every process of session `sid` (a launcher started with start_new_session=True,
-    and the workers it started: mpirun puts each in a process group of its own, but they stay
-    in its session)."""
+def live_session_members(sid: int) -> list[int]:
+    """The processes of session `sid` that have not exited yet (zombies, already dead and only
+    waiting for their parent, are not counted)."""
+    pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if os.getsid(int(entry.name)) == sid:
-                os.kill(int(entry.name), signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            if os.getsid(int(entry.name)) != sid:
+                continue
+            # /proc/PID/stat: "pid (comm) STATE ...", comm may itself hold spaces or parentheses
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (ProcessLookupError, PermissionError, FileNotFoundError, IndexError):
             continue
+        if state not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_session(sid: int, deadline_s: float = 10) -> None:
+    """SIGKILLs every process of session `sid` (a launcher started with start_new_session=True,
+    and the workers it started: mpirun puts each in a process group of its own, but they stay
+    in its session) and returns once none of them runs any more. A SIGKILL is only delivered when
+    its target is next scheduled, so on a busy machine a process can still run (and show in
+    /proc with its command line) for a while after kill(); a launcher still alive may also fork
+    between two scans: hence the loop. Fails after `deadline_s` if anything still runs."""
+    end = time.monotonic() + deadline_s
+    while True:
+        alive = live_session_members(sid)
+        if not alive:
+            return
+        if time.monotonic() > end:
+            raise RuntimeError(f"processes {alive} of session {sid} still run {deadline_s} s "
+                               "after SIGKILL")
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
 
 
 def run_mpirun(np_: int, script: str, *args: str,
