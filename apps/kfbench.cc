@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   double factor = 2;
   int iters = 20, warmup = 5, check = 1, root = 0;
   std::string chunk_text, auto_ring_part_text, auto_local_ring_part_text, auto_doubling_text,
-      auto_pair_doubling_text, timeout_text = "120s";
+      auto_pair_doubling_text, auto_halving_doubling_text, timeout_text = "120s";
   bool json = false;
   app.add_option("collective", what, "allreduce | broadcast | allgather | reduce | tcp | soak")
       ->required()
@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
       "else KUNGFU_AUTO_DOUBLING or 0: never)");
   app.add_option("--auto-pair-doubling", auto_pair_doubling_text,
                  "AUTO between 2 ranks: recursive doubling up to this many bytes (default 64K)");
+  app.add_option("--auto-halving-doubling", auto_halving_doubling_text,
+                 "AUTO, 4, 8, 16... ranks a host each: halving-doubling instead of the ring up to "
+                 "this many bytes (default 4M; 0: never)");
   int huge_pages = 1;
   app.add_option("--hugepages", huge_pages,
                  "buffers of 2 MiB or more on transparent huge pages (0/1)");
@@ -104,6 +107,10 @@ int main(int argc, char** argv) {
     if (!auto_pair_doubling_text.empty()) {
       options.engine.auto_pair_doubling_bytes =
           size_flag("-auto-pair-doubling", auto_pair_doubling_text);
+    }
+    if (!auto_halving_doubling_text.empty()) {
+      options.engine.auto_halving_doubling_bytes =
+          size_flag("-auto-halving-doubling", auto_halving_doubling_text);
     }
     const std::size_t min_bytes = size_flag("-b", min_text);
     const std::size_t max_bytes = size_flag("-e", max_text);

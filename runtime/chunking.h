@@ -34,6 +34,14 @@ inline constexpr std::size_t kDefaultAutoDoublingBytes = 0;
 // one simultaneous exchange, where the trees send the same two messages one after the other.
 inline constexpr std::size_t kDefaultAutoPairDoublingBytes = std::size_t{64} << 10;
 
+// Among a power of two of at least 4 ranks, each on a host of its own, AUTO's allreduces that would
+// go round the ring go by HALVING_DOUBLING up to this size (EngineOptions::
+// auto_halving_doubling_bytes): it sends the ring's bytes in 2 log2 n steps instead of 2(n - 1),
+// and where a step's latency still counts beside its bytes the fewer steps pay; from here on the
+// ring's even, pipelined steps do as well or better. With several ranks on a host its steps
+// between hosts carry more than the ring's (docs/performance.md has the measurements).
+inline constexpr std::size_t kDefaultAutoHalvingDoublingBytes = std::size_t{4} << 20;
+
 // AUTO's recursive-doubling threshold for a peer that busy-polls (PeerOptions::busy_poll), unless
 // told otherwise: every rank then has a core to poll on, which recursive doubling's steps, where
 // every rank sends, need (docs/performance.md has the measurement).

@@ -53,8 +53,9 @@ void start_with_timeout(Engine& engine, std::unique_ptr<Operation> op, Duration 
 
 }  // namespace
 
-AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool spans_hosts,
+AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, int hosts,
                                  std::size_t bytes) {
+  const bool spans_hosts = hosts > 1;
   const std::size_t doubling =
       size == 2 ? std::max(options.auto_doubling_bytes, options.auto_pair_doubling_bytes)
                 : options.auto_doubling_bytes;
@@ -62,8 +63,13 @@ AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool sp
   const bool core_each = options.host_cores <= 0 || size <= options.host_cores;
   const std::size_t part =
       spans_hosts || !core_each ? options.auto_ring_part_bytes : options.auto_local_ring_part_bytes;
-  if (bytes / static_cast<std::size_t>(size) >= part) return AutoChoice::ring;
-  return AutoChoice::graphs;
+  if (bytes / static_cast<std::size_t>(size) < part) return AutoChoice::graphs;
+  // Halving-doubling's partners ignore hosts: with several ranks on a host, its steps between
+  // hosts carry more than the ring's one edge out of each host does.
+  const bool power_of_two = size >= 4 && (size & (size - 1)) == 0;
+  if (hosts == size && power_of_two && bytes <= options.auto_halving_doubling_bytes)
+    return AutoChoice::halving_doubling;
+  return AutoChoice::ring;
 }
 
 void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
@@ -76,14 +82,18 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
     return;
   }
   bool doubling = false;
+  bool halving_doubling = false;
   if (strategy->algorithm() == Algorithm::by_size) {
-    switch (auto_allreduce_choice(engine.options(), engine.size(), engine.spans_hosts(),
+    switch (auto_allreduce_choice(engine.options(), engine.size(), engine.cluster().host_count(),
                                   o.output.size_bytes())) {
       case AutoChoice::doubling:
         doubling = true;
         break;
       case AutoChoice::ring:
         strategy = engine.over_ring(strategy);
+        break;
+      case AutoChoice::halving_doubling:
+        halving_doubling = true;
         break;
       case AutoChoice::graphs:
         strategy = engine.over_graphs(strategy);
@@ -102,6 +112,12 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
   if (doubling) {
     op = std::make_unique<RecursiveDoublingAllreduce>(engine, std::move(o.name), o.input, o.output,
                                                       o.op, std::move(done));
+    start_with_timeout(engine, std::move(op), o.timeout);
+    return;
+  }
+  if (halving_doubling) {
+    op = std::make_unique<HalvingDoublingAllreduce>(engine, std::move(o.name), o.input, o.output,
+                                                    o.op, std::move(done));
     start_with_timeout(engine, std::move(op), o.timeout);
     return;
   }

@@ -38,10 +38,12 @@ void allreduce(Engine& engine, AllreduceOptions options, DoneCallback done);
 // doubling up to auto_doubling_bytes (between two ranks up to auto_pair_doubling_bytes, if
 // larger); else a ring once bytes / size reaches auto_ring_part_bytes across hosts,
 // auto_local_ring_part_bytes on one host with a core per rank (host_cores), auto_ring_part_bytes
-// again on one with fewer; else the strategy's graphs. Every rank sees the same inputs, so every
-// rank decides alike.
-enum class AutoChoice : std::uint8_t { doubling, ring, graphs };
-AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, bool spans_hosts,
+// again on one with fewer; but among a power of two of at least 4 ranks, each on a host of its
+// own, halving and doubling instead of that ring up to auto_halving_doubling_bytes; else the
+// strategy's graphs. `hosts`: how many hosts the `size` ranks are on. Every rank sees the same
+// inputs, so every rank decides alike.
+enum class AutoChoice : std::uint8_t { doubling, ring, halving_doubling, graphs };
+AutoChoice auto_allreduce_choice(const EngineOptions& options, int size, int hosts,
                                  std::size_t bytes);
 
 struct BroadcastOptions {

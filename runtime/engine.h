@@ -52,6 +52,10 @@ struct EngineOptions {
   // then one simultaneous exchange of the two messages the trees send one after the other. 0:
   // only auto_doubling_bytes counts. Every peer must use the same value.
   std::size_t auto_pair_doubling_bytes = kDefaultAutoPairDoublingBytes;
+  // AUTO among a power of two of at least 4 ranks, each on a host of its own: an allreduce the
+  // ring would take (above) goes by HALVING_DOUBLING instead while it has at most this many bytes;
+  // 0: never. Every peer must use the same value.
+  std::size_t auto_halving_doubling_bytes = kDefaultAutoHalvingDoublingBytes;
   // A remote payload (read from a same-host peer on demand) that arrives before its operation
   // starts waits in the mailbox as it is for this long, then is copied out so the peer gets its
   // buffer back.

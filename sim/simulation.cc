@@ -241,7 +241,8 @@ TrainerOptions Simulation::trainer_options(const ModelProfile& model,
                               .auto_ring_part_bytes = scenario_.auto_ring_part_bytes,
                               .auto_local_ring_part_bytes = scenario_.auto_local_ring_part_bytes,
                               .auto_doubling_bytes = scenario_.auto_doubling_bytes,
-                              .auto_pair_doubling_bytes = scenario_.auto_pair_doubling_bytes},
+                              .auto_pair_doubling_bytes = scenario_.auto_pair_doubling_bytes,
+                              .auto_halving_doubling_bytes = scenario_.auto_halving_doubling_bytes},
                    .ping_every = scenario_.ping_every};
   if (w.numeric) {
     o.learning_rate = w.numeric->learning_rate;

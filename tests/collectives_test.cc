@@ -56,14 +56,18 @@ const char* size_label(SizeClass s) {
 }
 
 // Hosts of 2 workers each, so host-aware strategies (TREE, *_STAR) see several hosts.
-ClusterSpec two_per_host(int n) {
+ClusterSpec per_host(int n, int k) {
   std::vector<PeerID> workers, runners;
   for (int r = 0; r < n; ++r) {
-    const std::string host = "10.0.0." + std::to_string(r / 2 + 1);
-    workers.push_back({host, static_cast<std::uint16_t>(10000 + r % 2)});
-    if (r % 2 == 0) runners.push_back({host, 9999});
+    const std::string host = "10.0.0." + std::to_string(r / k + 1);
+    workers.push_back({host, static_cast<std::uint16_t>(10000 + r % k)});
+    if (r % k == 0) runners.push_back({host, 9999});
   }
   return ClusterSpec(1, runners, workers);
+}
+
+ClusterSpec two_per_host(int n) {
+  return per_host(n, 2);
 }
 
 // Runs one allreduce of (dtype, op) per entry of `cases` concurrently (distinct names) and checks
@@ -285,11 +289,25 @@ TEST(AutoStrategy, AcrossHostsTinyGoByDoublingSmallOverTreesLargeRoundARing) {
   EXPECT_EQ(allreduce_messages(world, 1), 3u * n);
   EXPECT_EQ(allreduce_messages(world, 8), 3u * n);
   // Then, under 64 doubles per rank, BINARY_TREE_STAR's graphs: one message up and one down per
-  // rank but the root. From there, the ring: 2(n - 1) messages per rank.
+  // rank but the root. From there, the ring: 2(n - 1) messages per rank (two ranks a host: not
+  // halving-doubling, whatever auto_halving_doubling_bytes says).
   EXPECT_EQ(allreduce_messages(world, 9), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 64 * n - 1), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 64 * n), 2u * n * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 100 * n), 2u * n * (n - 1));
+}
+
+TEST(AutoStrategy, AHostEachTakesHalvingDoublingInTheRingsPlaceUpToItsSize) {
+  const int n = 8;  // 8 hosts
+  InprocWorld world(per_host(n, 1), {.strategy = StrategyName::automatic,
+                                     .auto_ring_part_bytes = 64 * sizeof(double),
+                                     .auto_halving_doubling_bytes = 100 * n * sizeof(double)});
+  EXPECT_EQ(allreduce_messages(world, 64 * n - 1), 2u * (n - 1));  // the trees
+  // Halving-doubling up to 100 doubles per rank: log2(8) steps of the reduce-scatter and as many
+  // of the all-gather, a message each per rank. Then the ring: 2(n - 1) per rank.
+  EXPECT_EQ(allreduce_messages(world, 64 * n), 2u * 3 * n);
+  EXPECT_EQ(allreduce_messages(world, 100 * n), 2u * 3 * n);
+  EXPECT_EQ(allreduce_messages(world, 100 * n + 1), 2u * n * (n - 1));
 }
 
 TEST(AutoStrategy, OnOneHostTinyGoByDoublingSmallOverTheStarLargeRoundTheRing) {
@@ -324,39 +342,57 @@ TEST(AutoStrategy, TheChoiceBySizeRanksAndHosts) {
   const std::size_t pair = kDefaultAutoPairDoublingBytes, part = kDefaultAutoRingPartBytes,
                     local = kDefaultAutoLocalRingPartBytes;
   // Two ranks: one simultaneous exchange up to the pair threshold, on one host or across.
-  for (bool hosts : {false, true}) {
+  for (int hosts : {1, 2}) {
     EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, 8), doubling);
     EXPECT_EQ(auto_allreduce_choice(defaults, 2, hosts, pair), doubling);
   }
   // Above it: trees, then the ring from a part of auto_ring_part_bytes across hosts and of
   // auto_local_ring_part_bytes on one.
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, pair + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, 2 * part - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, true, 2 * part), ring);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 2, false, pair + 1), ring);  // 32 KiB parts and more
-  EXPECT_EQ(auto_allreduce_choice(defaults, 8, false, 8 * local - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 8, false, 8 * local), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2, pair + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2, 2 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2, 2 * part), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 1, pair + 1), ring);  // 32 KiB parts and more
+  EXPECT_EQ(auto_allreduce_choice(defaults, 8, 1, 8 * local - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 8, 1, 8 * local), ring);
   // More ranks: doubling only where auto_doubling_bytes says; trees, then the ring.
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 8), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, true, 4 * part), ring);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * local - 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(defaults, 4, false, 4 * local), ring);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 4, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 4, 4 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 1, 4 * local - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(defaults, 4, 1, 4 * local), ring);
+  // Among 4, 8, 16... ranks each on a host of its own, halving-doubling in the ring's place up to
+  // auto_halving_doubling_bytes; not among 3 or 6, not with two ranks on a host, not on one host,
+  // not with it at 0.
+  const std::size_t hd = kDefaultAutoHalvingDoublingBytes;
+  for (int n : {4, 8, 16}) {
+    EXPECT_EQ(auto_allreduce_choice(defaults, n, n, n * part - 1), graphs) << n;
+    if (n * part <= hd) {
+      EXPECT_EQ(auto_allreduce_choice(defaults, n, n, n * part), halving_doubling) << n;
+    }
+    EXPECT_EQ(auto_allreduce_choice(defaults, n, n, hd), halving_doubling) << n;
+    EXPECT_EQ(auto_allreduce_choice(defaults, n, n, hd + 1), ring) << n;
+    EXPECT_EQ(auto_allreduce_choice(defaults, n, 1, hd), ring) << n;
+  }
+  for (int n : {3, 6})
+    EXPECT_EQ(auto_allreduce_choice(defaults, n, n, hd), ring) << n;
+  EXPECT_EQ(auto_allreduce_choice(defaults, 8, 4, hd), ring);  // two ranks a host
+  EXPECT_EQ(auto_allreduce_choice(defaults, 2, 2, 2 * part), ring);
+  const EngineOptions no_hd{.auto_halving_doubling_bytes = 0};
+  EXPECT_EQ(auto_allreduce_choice(no_hd, 4, 4, 4 * part), ring);
   // One host with fewer cores than ranks: auto_ring_part_bytes, as across hosts.
   const EngineOptions two_cores{.host_cores = 2}, four_cores{.host_cores = 4};
-  EXPECT_EQ(auto_allreduce_choice(two_cores, 2, false, pair + 1), ring);  // a core each
-  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, false, 4 * local), graphs);
-  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, false, 4 * part), ring);
-  EXPECT_EQ(auto_allreduce_choice(four_cores, 4, false, 4 * local), ring);
-  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, true, 4 * part - 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 2, 1, pair + 1), ring);  // a core each
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, 1, 4 * local), graphs);
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, 1, 4 * part), ring);  // one host: no HD
+  EXPECT_EQ(auto_allreduce_choice(four_cores, 4, 1, 4 * local), ring);
+  EXPECT_EQ(auto_allreduce_choice(two_cores, 4, 4, 4 * part - 1), graphs);
   const EngineOptions busy{.auto_doubling_bytes = kBusyPollAutoDoublingBytes};
-  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes), doubling);
-  EXPECT_EQ(auto_allreduce_choice(busy, 4, true, kBusyPollAutoDoublingBytes + 1), graphs);
-  EXPECT_EQ(auto_allreduce_choice(busy, 2, true, pair), doubling);  // the larger of the two
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, 4, kBusyPollAutoDoublingBytes), doubling);
+  EXPECT_EQ(auto_allreduce_choice(busy, 4, 4, kBusyPollAutoDoublingBytes + 1), graphs);
+  EXPECT_EQ(auto_allreduce_choice(busy, 2, 2, pair), doubling);  // the larger of the two
   // Both thresholds at 0: never.
   const EngineOptions never{.auto_doubling_bytes = 0, .auto_pair_doubling_bytes = 0};
-  EXPECT_EQ(auto_allreduce_choice(never, 2, false, 8), graphs);
-  EXPECT_EQ(auto_allreduce_choice(never, 1, false, 0), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 2, 1, 8), graphs);
+  EXPECT_EQ(auto_allreduce_choice(never, 1, 1, 0), graphs);
 }
 
 // Recursive doubling and the trees both send 2 messages between two ranks (the choice test above

@@ -88,6 +88,7 @@ TEST(Scenario, FullFileSetsEveryField) {
   EXPECT_EQ(s.auto_ring_part_bytes, 256u << 10);
   EXPECT_EQ(s.auto_local_ring_part_bytes, 8u << 10);
   EXPECT_EQ(s.auto_pair_doubling_bytes, 16u << 10);
+  EXPECT_EQ(s.auto_halving_doubling_bytes, 0u);
   EXPECT_EQ(s.timeout, seconds(90));
   ASSERT_EQ(s.policies.size(), 1u);
   EXPECT_EQ(s.policies[0].name, "adaptive_strategy");
@@ -175,6 +176,7 @@ TEST(Scenario, Defaults) {
   EXPECT_EQ(s.auto_local_ring_part_bytes, 32u << 10);
   EXPECT_EQ(s.auto_doubling_bytes, 0u);
   EXPECT_EQ(s.auto_pair_doubling_bytes, 64u << 10);
+  EXPECT_EQ(s.auto_halving_doubling_bytes, 4u << 20);
   EXPECT_EQ(s.timeout, seconds(60));
   EXPECT_TRUE(s.policies.empty());
   EXPECT_TRUE(s.events.empty());
@@ -255,6 +257,8 @@ TEST(ScenarioErrors, Units) {
   expect_parse_error(kBase + "auto_ring_part: 64k\n", 3, 17, "auto_ring_part: '64k' has no unit");
   expect_parse_error(kBase + "auto_doubling: 4k\n", 3, 16, "auto_doubling: '4k' has no unit");
   expect_parse_error(kBase + "auto_pair_doubling: -1KiB\n", 3, 21, "auto_pair_doubling: ");
+  expect_parse_error(kBase + "auto_halving_doubling: 4M\n", 3, 24,
+                     "auto_halving_doubling: '4M' has no unit");
   expect_parse_error(kBase + "workload: {fusion: 64}\n", 3, 20,
                      "workload.fusion: '64' has no unit");
   expect_parse_error("steps: 1\ntopology: {hosts: 2, link: {mtu: 100}}\n", 2, 34,

@@ -34,8 +34,10 @@ enum class StrategyName : std::uint8_t {
   clique,
   ring,
   // "AUTO" (Algorithm::by_size): STAR's graphs on one host, BINARY_TREE_STAR's across hosts; a
-  // small allreduce goes by recursive doubling instead, a large one round a ring
-  // (EngineOptions::auto_doubling_bytes, auto_ring_part_bytes, auto_local_ring_part_bytes).
+  // small allreduce goes by recursive doubling instead, a large one round a ring or, among 4, 8,
+  // 16... ranks on as many hosts, by halving-doubling up to a size
+  // (EngineOptions::auto_doubling_bytes, auto_ring_part_bytes, auto_local_ring_part_bytes,
+  // auto_halving_doubling_bytes).
   automatic,
   ring_rs_ag,
   halving_doubling,

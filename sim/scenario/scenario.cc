@@ -191,8 +191,8 @@ Scenario ScenarioReader::build(const Node& root) const {
   const MapView m(*this, root, "",
                   {"name", "description", "seed", "seeds", "steps", "world", "flow_tcp", "topology",
                    "workload", "strategy", "optimizer", "chunk", "auto_ring_part",
-                   "auto_local_ring_part", "auto_doubling", "auto_pair_doubling", "timeout",
-                   "policy", "elastic", "monitoring",
+                   "auto_local_ring_part", "auto_doubling", "auto_pair_doubling",
+                   "auto_halving_doubling", "timeout", "policy", "elastic", "monitoring",
                    "tcp_samples", "tcp_recovery", "events", "sweep", "variants"});
   // clang-format on
   Scenario sc;
@@ -224,6 +224,8 @@ Scenario ScenarioReader::build(const Node& root) const {
   if (const auto v = m.get("auto_doubling")) sc.auto_doubling_bytes = size(*v, "auto_doubling");
   if (const auto v = m.get("auto_pair_doubling"))
     sc.auto_pair_doubling_bytes = size(*v, "auto_pair_doubling");
+  if (const auto v = m.get("auto_halving_doubling"))
+    sc.auto_halving_doubling_bytes = size(*v, "auto_halving_doubling");
   if (const auto v = m.get("timeout")) {
     sc.timeout = duration(*v, "timeout");
     if (sc.timeout.count() == 0) fail(*v, "timeout", "must be positive, got " + v->Scalar());

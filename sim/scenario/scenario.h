@@ -268,11 +268,13 @@ struct Scenario {
   std::size_t chunk_bytes = kDefaultChunkBytes;
   // AUTO (EngineOptions): a ring from buffers of this size per worker across hosts, and of the
   // second on one host; recursive doubling up to this size (0: never), and between two workers up
-  // to the second.
+  // to the second; among 4, 8, 16... workers on a host each halving-doubling instead of the ring
+  // up to the last (0: never).
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
   std::size_t auto_local_ring_part_bytes = kDefaultAutoLocalRingPartBytes;
   std::size_t auto_doubling_bytes = kDefaultAutoDoublingBytes;
   std::size_t auto_pair_doubling_bytes = kDefaultAutoPairDoublingBytes;
+  std::size_t auto_halving_doubling_bytes = kDefaultAutoHalvingDoublingBytes;
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // per collective, simulated
   std::vector<ScenarioEvent> events;
   // Adaptation policies, stacked in this order (policies/registry.h); empty: none.
