@@ -55,7 +55,7 @@ const char* size_label(SizeClass s) {
   return "?";
 }
 
-// Hosts of 2 workers each, so host-aware strategies (TREE, *_STAR) see several hosts.
+// Hosts of k workers each, so host-aware strategies (TREE, *_STAR) see several hosts.
 ClusterSpec per_host(int n, int k) {
   std::vector<PeerID> workers, runners;
   for (int r = 0; r < n; ++r) {
