@@ -233,6 +233,11 @@ Peer Peer::from_env(PeerOptions options) {
           fmt::format("KUNGFU_CALLER_DRIVES={}: expected 0 or 1", it->second));
     options.caller_drives = it->second == "1";
   }
+  if (const auto it = env.find("KUNGFU_TCP_DUPLEX"); it != env.end()) {
+    if (it->second != "0" && it->second != "1")
+      throw std::invalid_argument(fmt::format("KUNGFU_TCP_DUPLEX={}: expected 0 or 1", it->second));
+    options.transport.tcp_duplex = it->second == "1";
+  }
   if (const auto it = env.find("KUNGFU_AUTO_DOUBLING");
       it != env.end() && !options.auto_doubling_bytes) {
     try {

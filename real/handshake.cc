@@ -76,7 +76,7 @@ std::vector<std::byte> encode(const Hello& h) {
   out.reserve(kHelloBytes);
   put<std::uint32_t>(out, kMagic);
   put<std::uint16_t>(out, h.protocol);
-  put<std::uint16_t>(out, h.secured ? 1 : 0);
+  put<std::uint16_t>(out, static_cast<std::uint16_t>((h.secured ? 1 : 0) | (h.duplex ? 2 : 0)));
   put<std::uint64_t>(out, h.cluster_version);
   put<std::uint32_t>(out, h.source_rank);
   put<std::uint32_t>(out, h.destination_rank);
@@ -103,7 +103,9 @@ std::optional<Hello> decode_hello(std::span<const std::byte> in) {
   if (in.size() != kHelloBytes || get<std::uint32_t>(in) != kMagic) return std::nullopt;
   Hello h;
   h.protocol = get<std::uint16_t>(in);
-  h.secured = (get<std::uint16_t>(in) & 1) != 0;
+  const auto flags = get<std::uint16_t>(in);
+  h.secured = (flags & 1) != 0;
+  h.duplex = (flags & 2) != 0;
   h.cluster_version = get<std::uint64_t>(in);
   h.source_rank = get<std::uint32_t>(in);
   h.destination_rank = get<std::uint32_t>(in);

@@ -26,6 +26,9 @@ using Mac = std::array<std::byte, kMacBytes>;
 struct Hello {
   std::uint16_t protocol = kProtocol;
   bool secured = false;  // the connector has a secret (for the acceptor's log)
+  // TCP: the connector (the lower rank) offers to carry the acceptor's frames back on this
+  // connection as well, so that one stream carries both directions of the pair.
+  bool duplex = false;
   std::uint64_t cluster_version = 0;
   std::uint32_t source_rank = 0;
   std::uint32_t destination_rank = 0;
@@ -50,6 +53,7 @@ const char* verdict_name(Verdict v);
 
 inline constexpr std::uint32_t kWelcomeLend = 1u << 0;  // "lend me large payloads"
 inline constexpr std::uint32_t kWelcomeRing = 1u << 1;  // "I mapped your ring: write frames there"
+inline constexpr std::uint32_t kWelcomeDuplex = 1u << 2;  // "my frames to you come on this one"
 
 struct Welcome {
   Verdict verdict = Verdict::ok;

@@ -66,8 +66,9 @@ struct SocketTransport::Conn {
   std::size_t out_offset = 0;  // bytes of out.front() already written
   std::uint32_t interest = 0;
   bool write_shut = false;
-  bool lend = false;   // outbound: the acceptor copies large payloads out of our memory
-  pid_t peer_pid = 0;  // inbound Unix socket: the connector's process, to copy from
+  bool lend = false;    // outbound: the acceptor copies large payloads out of our memory
+  bool duplex = false;  // TCP: carries the acceptor's frames back to the connector as well
+  pid_t peer_pid = 0;   // inbound Unix socket: the connector's process, to copy from
   wire::FrameDecoder decoder;
   // Outbound: where our frames go instead of the socket, once the acceptor has mapped it (it
   // names the ring in the welcome). Inbound: the connector's ring, our frames' source.

@@ -31,6 +31,7 @@ SocketTransport::SocketTransport(EpollLoop& loop, ClusterSpec cluster, int rank,
   const auto n = static_cast<std::size_t>(cluster_.size());
   outbound_.assign(n, 0);
   inbound_.assign(n, 0);
+  route_.assign(n, Route::own);
   waiting_.resize(n);
   connect_deadline_.assign(n, TimePoint{});
   backoff_.assign(n, socket_detail::kFirstBackoff);
@@ -92,8 +93,41 @@ void SocketTransport::start() {
   for (int r = 0; r < cluster_.size(); ++r) {
     if (r == rank_) continue;
     connect_deadline_[static_cast<std::size_t>(r)] = deadline;
+    if (options_.tcp_duplex && r < rank_ && !endpoint_of(r).unix_socket) await_duplex(r);
     connect_to(r);
   }
+}
+
+void SocketTransport::await_duplex(int rank) {
+  route_[static_cast<std::size_t>(rank)] = Route::awaiting_theirs;
+  loop_.post_after(options_.connect_timeout, [this, alive = alive_, rank] {
+    const auto r = static_cast<std::size_t>(rank);
+    if (!*alive || route_[r] != Route::awaiting_theirs || lost_[r] || departed_[r] ||
+        shutting_down_) {
+      return;
+    }
+    lose_peer(rank,
+              fmt::format("{} did not connect to us within {:.0f}s", endpoint_of(rank).to_string(),
+                          to_seconds(options_.connect_timeout)));
+  });
+}
+
+SocketTransport::ConnId SocketTransport::sending_conn(int rank) const {
+  const auto r = static_cast<std::size_t>(rank);
+  switch (route_[r]) {
+    case Route::own:
+      return outbound_[r];
+    case Route::theirs:
+      return inbound_[r];
+    case Route::awaiting_theirs:
+      break;
+  }
+  return 0;
+}
+
+bool SocketTransport::can_send_to(int rank) const {
+  const auto it = conns_.find(sending_conn(rank));
+  return it != conns_.end() && it->second->phase == Conn::Phase::established;
 }
 
 void SocketTransport::set_handlers(Handlers handlers) {
@@ -105,6 +139,7 @@ bool SocketTransport::all_connected() const {
     if (r == rank_) continue;
     const auto it = conns_.find(outbound_[static_cast<std::size_t>(r)]);
     if (it == conns_.end() || it->second->phase != Conn::Phase::established) return false;
+    if (!can_send_to(r)) return false;
   }
   return true;
 }
@@ -115,6 +150,7 @@ bool SocketTransport::connecting_settled() const {
     if (r == rank_ || lost_[i] || departed_[i]) continue;
     const auto it = conns_.find(outbound_[i]);
     if (it == conns_.end() || it->second->phase != Conn::Phase::established) return false;
+    if (!can_send_to(r)) return false;
   }
   return true;
 }
@@ -125,7 +161,9 @@ std::vector<int> SocketTransport::unconnected() const {
     const auto i = static_cast<std::size_t>(r);
     if (r == rank_ || departed_[i]) continue;
     const auto it = conns_.find(outbound_[i]);
-    if (it == conns_.end() || it->second->phase != Conn::Phase::established) out.push_back(r);
+    if (it == conns_.end() || it->second->phase != Conn::Phase::established || !can_send_to(r)) {
+      out.push_back(r);
+    }
   }
   return out;
 }

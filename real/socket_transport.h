@@ -1,6 +1,10 @@
 // SocketTransport: the real world's Transport. One persistent connection per ordered peer pair
 // (the source connects to the destination and carries source -> destination only), so per-pair
 // FIFO is the stream's order. Same-host peers use Unix sockets, others TCP with TCP_NODELAY.
+// Over TCP the lower rank's connection carries both directions (duplex): the higher rank sends
+// its frames back on the connection it accepted, so each direction's data carries the other's
+// acknowledgements, and its own connection to the lower rank carries nothing but its bye (it
+// still tells the peer's death, and refusals, as before).
 // Writes are non-blocking with a per-connection queue sent by scatter/gather (header and payload
 // straight from the Message, never concatenated; over TCP at most a slice per turn of the loop,
 // so that reads come between); reads parse frames incrementally and receive
@@ -53,6 +57,9 @@ struct SocketTransportOptions {
   bool unix_sockets = true;                               // same-host peers over Unix sockets
   std::size_t unix_buffer_bytes = 4u << 20;  // Unix socket buffers (TCP: kernel autotuning)
   std::size_t tcp_buffer_bytes = 0;          // 0: leave TCP buffers to autotuning
+  // One TCP stream per pair carries both directions (above); false: one per direction. Both
+  // peers must agree (the handshake asks), else each sends on its own connection.
+  bool tcp_duplex = true;
   // Same-host peers that can read each other's memory (process_vm_readv, checked in the
   // handshake) pass payloads of at least lend_min_bytes by reference: one copy instead of two.
   bool lend_payloads = true;
@@ -76,14 +83,16 @@ struct SocketTransportOptions {
 };
 
 struct SocketTransportStats {
-  std::uint64_t refused = 0;         // inbound connections refused by the handshake or decoder
-  std::uint64_t delivered = 0;       // messages handed to on_message
-  std::uint64_t bytes_received = 0;  // payload bytes of those messages
-  std::uint64_t lent = 0;            // payloads sent by reference (same host)
-  std::uint64_t borrowed = 0;        // payloads received by reference
-  std::uint64_t tls = 0;             // connections, either way, whose TLS handshake succeeded
-  std::uint64_t rings = 0;           // connections, either way, whose frames go by shared memory
-  std::uint64_t doorbells = 0;       // wake-ups written for a sleeping ring reader
+  std::uint64_t refused = 0;           // inbound connections refused by the handshake or decoder
+  std::uint64_t delivered = 0;         // messages handed to on_message
+  std::uint64_t bytes_received = 0;    // payload bytes of those messages
+  std::uint64_t lent = 0;              // payloads sent by reference (same host)
+  std::uint64_t borrowed = 0;          // payloads received by reference
+  std::uint64_t tls = 0;               // connections, either way, whose TLS handshake succeeded
+  std::uint64_t rings = 0;             // connections, either way, whose frames go by shared memory
+  std::uint64_t doorbells = 0;         // wake-ups written for a sleeping ring reader
+  std::uint64_t duplex = 0;            // connections, either way, that carry both directions
+  std::uint64_t delivered_duplex = 0;  // of `delivered`, those that came on a duplex we made
 };
 
 class SocketTransport final : public Transport, private EpollLoop::Poller {
@@ -123,6 +132,17 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   struct Conn;
   class LentSource;
   using ConnId = std::uint64_t;
+
+  // How this peer's frames reach a peer: on its own connection to it, or (TCP, the higher rank
+  // of the pair) on the duplex connection the peer made to us, awaited until it is accepted.
+  enum class Route { own, awaiting_theirs, theirs };
+  // The connection that carries our frames to `rank` once established; 0 while there is none.
+  ConnId sending_conn(int rank) const;
+  bool can_send_to(int rank) const;  // sending_conn(rank) is established
+  // Once c (established, to c.peer) carries our frames: what waited for it is queued on it.
+  void start_sending(Conn& c);
+  // The higher rank of a duplex pair: the peer is lost if its connection never came.
+  void await_duplex(int rank);
 
   void on_accept(const Fd& listener);
   void connect_to(int rank);
@@ -190,6 +210,7 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   ConnId next_conn_ = 1;
   std::vector<ConnId> outbound_;              // by rank; 0 = none
   std::vector<ConnId> inbound_;               // by rank; 0 = none
+  std::vector<Route> route_;                  // by rank
   std::vector<std::deque<Message>> waiting_;  // sends before the connection is up, by rank
   std::vector<TimePoint> connect_deadline_;
   std::vector<Duration> backoff_;

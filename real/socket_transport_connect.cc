@@ -95,6 +95,7 @@ void SocketTransport::send_hello(Conn& c) {
                              .source_rank = static_cast<std::uint32_t>(rank_),
                              .destination_rank = static_cast<std::uint32_t>(c.peer),
                              .nonce = handshake::fresh_nonce()};
+  c.hello.duplex = c.tcp && options_.tcp_duplex && rank_ < c.peer;
   if (options_.lend_payloads && !c.tcp) {
     c.hello.nonce_address = reinterpret_cast<std::uintptr_t>(c.hello.nonce.data());
     if (options_.shm_ring_bytes != 0) {
@@ -169,6 +170,8 @@ void SocketTransport::take_welcome(Conn& c) {
   }
   c.phase = Conn::Phase::established;
   c.lend = (w->flags & handshake::kWelcomeLend) != 0;
+  c.duplex = c.hello.duplex && (w->flags & handshake::kWelcomeDuplex) != 0;
+  if (c.duplex) ++stats_.duplex;
   if (c.ring && (w->flags & handshake::kWelcomeRing) != 0) {
     c.ring->close_fd();  // mapped on the other side: the memory stays while either maps it
     loop_.set_quiet(c.watch, true);  // its socket now carries only doorbells and its end
@@ -176,6 +179,10 @@ void SocketTransport::take_welcome(Conn& c) {
   } else {
     c.ring.reset();
   }
+  if (sending_conn(c.peer) == c.id) start_sending(c);
+}
+
+void SocketTransport::start_sending(Conn& c) {
   auto& waiting = waiting_[static_cast<std::size_t>(c.peer)];
   for (auto& m : waiting)
     enqueue(c, std::move(m));
@@ -260,6 +267,11 @@ void SocketTransport::accept_hello(Conn& c) {
       }
     }
   }
+  if (verdict == Verdict::ok && c.tcp && options_.tcp_duplex && h->duplex &&
+      static_cast<int>(h->source_rank) < rank_) {
+    w.flags |= handshake::kWelcomeDuplex;
+    c.duplex = true;
+  }
   if (verdict == Verdict::ok) {
     c.nonce = handshake::fresh_nonce();
     w.nonce = c.nonce;
@@ -302,6 +314,19 @@ void SocketTransport::accept_proof(Conn& c) {
     ring_readers_.push_back(c.id);
     loop_.set_quiet(c.watch, true);  // its socket now carries only doorbells and its end
     ++stats_.rings;
+  }
+  auto& route = route_[static_cast<std::size_t>(c.peer)];
+  if (c.duplex) {
+    ++stats_.duplex;
+    route = Route::theirs;
+    start_sending(c);
+  } else if (route != Route::own) {
+    // The lower rank sends on a connection of its own (its duplex is off): so do we, on ours.
+    route = Route::own;
+    if (const auto it = conns_.find(outbound_[static_cast<std::size_t>(c.peer)]);
+        it != conns_.end() && it->second->phase == Conn::Phase::established) {
+      start_sending(*it->second);
+    }
   }
 }
 

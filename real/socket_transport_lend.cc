@@ -165,7 +165,7 @@ bool SocketTransport::borrow(Conn& c, std::vector<Message>& messages) {
 
 void SocketTransport::send_ack(int rank, std::uint64_t id) {
   if (lost_[static_cast<std::size_t>(rank)] || shutting_down_) return;
-  const auto it = conns_.find(outbound_[static_cast<std::size_t>(rank)]);
+  const auto it = conns_.find(sending_conn(rank));
   if (it == conns_.end() || it->second->phase != Conn::Phase::established) {
     pending_acks_[static_cast<std::size_t>(rank)].push_back(id);
     return;

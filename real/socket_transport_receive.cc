@@ -1,8 +1,8 @@
 // SocketTransport's reading: frames come off an established connection in rounds (small reads
 // through the staging buffer, large payload remainders straight into the Message), bounded per
 // readiness event so that one peer cannot hog the loop, and each round is delivered before the
-// next. Data frames are taken on inbound connections only: an outbound one brings back nothing
-// but the peer's bye.
+// next. Data frames are taken on inbound connections, and on an outbound one only where it is
+// duplex: any other brings back nothing but the peer's bye.
 #include "real/socket_transport.h"
 
 #include <sys/socket.h>
@@ -104,11 +104,12 @@ bool SocketTransport::finish_round(Conn& c, std::vector<Message>& messages) {
   if (!borrow(c, messages)) return false;
   const bool bye = c.decoder.saw_bye();
   const std::string error = c.decoder.failed() ? c.decoder.error() : std::string();
-  if (c.outbound && !messages.empty()) {
+  if (c.outbound && !c.duplex && !messages.empty()) {
     close(id, fmt::format("protocol error: data frames from {} on our outbound connection",
                           endpoint_of(peer).to_string()));
     return false;
   }
+  if (c.duplex && c.outbound) stats_.delivered_duplex += messages.size();
   deliver(peer, messages);  // may close any connection, this one included
   if (!error.empty()) {
     ++stats_.refused;

@@ -61,7 +61,7 @@ void SocketTransport::send(int destination, Message&& message) {
     lose_peer(destination, "it has already shut down");
     return;
   }
-  const auto it = conns_.find(outbound_[d]);
+  const auto it = conns_.find(sending_conn(destination));
   if (it == conns_.end() || it->second->phase != Conn::Phase::established) {
     waiting_[d].push_back(std::move(message));
     return;

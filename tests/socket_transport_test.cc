@@ -102,6 +102,10 @@ TEST(SocketTransport, DeliversEverythingInOrderOverUnixAndTcp) {
   EXPECT_EQ(nodes[0]->stats().rings, 2u);
   EXPECT_EQ(nodes[1]->stats().rings, 2u);
   EXPECT_EQ(nodes[2]->stats().rings, 0u);
+  // Over TCP one connection per pair carries both ways: rank 2's with each of the others.
+  EXPECT_EQ(nodes[0]->stats().duplex, 1u);
+  EXPECT_EQ(nodes[1]->stats().duplex, 1u);
+  EXPECT_EQ(nodes[2]->stats().duplex, 2u);
 }
 
 TEST(SocketTransport, AFullRingIsWrittenInTurnsAndKeepsTheOrder) {
@@ -244,6 +248,77 @@ TEST(SocketTransport, GivesUpConnectingAfterTheTimeout) {
   ASSERT_TRUE(eventually([&] { return !a.lost().empty(); }, std::chrono::milliseconds(3000)));
   EXPECT_EQ(a.lost()[0].peer, 1);
   EXPECT_NE(a.lost()[0].why.find("cannot connect"), std::string::npos) << a.lost()[0].why;
+}
+
+// Two hosts (loopback pseudo-hosts), so the pair talks TCP.
+ClusterSpec two_hosts(std::uint16_t base) {
+  return ClusterSpec(
+      0, {},
+      {PeerID{"127.0.0.1", base}, PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)}});
+}
+
+// Sends kCount messages each way and checks that each side got the other's, in order.
+void exchange_in_order(Node& a, Node& b) {
+  const std::size_t sizes[] = {8, 70000, 3u << 20};
+  constexpr int kCount = 30;
+  for (int i = 0; i < kCount; ++i) {
+    a.send(1, numbered(0, i, sizes[i % 3]));
+    b.send(0, numbered(1, i, sizes[i % 3]));
+  }
+  for (Node* n : {&a, &b}) {
+    ASSERT_TRUE(eventually([&] { return n->received_count() == kCount; }))
+        << "got " << n->received_count();
+    int i = 0;
+    for (auto& [source, m] : n->take_received()) {
+      const Message want = numbered(source, i, sizes[i % 3]);
+      ASSERT_EQ(m.header.name, want.header.name) << "out of order";
+      ASSERT_EQ(0, std::memcmp(m.payload.data(), want.payload.data(), m.payload.size())) << i;
+      ++i;
+    }
+    EXPECT_TRUE(n->lost().empty());
+  }
+}
+
+TEST(SocketTransport, OverTcpTheLowerRanksConnectionCarriesBothDirections) {
+  const auto base = free_port_base(2);
+  Node a(two_hosts(base), 0), b(two_hosts(base), 1);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+  exchange_in_order(a, b);
+  EXPECT_EQ(a.stats().duplex, 1u);
+  EXPECT_EQ(b.stats().duplex, 1u);
+  // Everything b sent came back on the connection a made; b's own carried nothing to a.
+  EXPECT_EQ(a.stats().delivered_duplex, 30u);
+  EXPECT_EQ(a.stats().delivered, 30u);
+  EXPECT_EQ(b.stats().delivered_duplex, 0u);
+}
+
+TEST(SocketTransport, APairWhereEitherSideTurnedDuplexOffSendsEachWayOnItsOwnConnection) {
+  for (const int off : {0, 1}) {
+    SCOPED_TRACE(fmt::format("rank {} has tcp_duplex = false", off));
+    const auto base = free_port_base(2);
+    Node a(two_hosts(base), 0, {.tcp_duplex = off != 0});
+    Node b(two_hosts(base), 1, {.tcp_duplex = off != 1});
+    ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+    exchange_in_order(a, b);
+    EXPECT_EQ(a.stats().duplex, 0u);
+    EXPECT_EQ(b.stats().duplex, 0u);
+    EXPECT_EQ(a.stats().delivered_duplex, 0u);
+  }
+}
+
+TEST(SocketTransport, TheHigherRankLosesALowerOneWhoseConnectionNeverComes) {
+  const auto base = free_port_base(2);
+  // Rank 0's port listens but nobody answers: rank 1's own connection hangs in its handshake,
+  // and rank 0's duplex connection, which would carry rank 0's frames, never comes.
+  const Fd mute = net::listen_on(net::Endpoint{"127.0.0.1", base, false});
+  Node b(two_hosts(base), 1, {.connect_timeout = std::chrono::milliseconds(300)});
+  b.send(0, numbered(1, 0, 10));
+  ASSERT_TRUE(eventually([&] { return !b.lost().empty(); }, std::chrono::milliseconds(3000)));
+  EXPECT_EQ(b.lost()[0].peer, 0);
+  EXPECT_NE(b.lost()[0].why.find(fmt::format("127.0.0.1:{} did not connect to us", base)),
+            std::string::npos)
+      << b.lost()[0].why;
+  EXPECT_FALSE(b.connected());
 }
 
 struct SecurityCase {
