@@ -76,6 +76,13 @@ net::Endpoint SocketTransport::endpoint_of(int rank) const {
 void SocketTransport::start() {
   if (started_) return;
   started_ = true;
+  wants_duplex_.assign(static_cast<std::size_t>(cluster_.size()), false);
+  for (int r = 0; r < cluster_.size(); ++r) {
+    const net::Endpoint e = endpoint_of(r);
+    wants_duplex_[static_cast<std::size_t>(r)] =
+        r != rank_ && options_.tcp_duplex && !e.unix_socket &&
+        (options_.tcp_duplex_loopback || !net::is_loopback(e.host));
+  }
   net::Endpoint self = endpoint_of(rank_);
   self.unix_socket = false;
   listeners_.push_back(net::listen_on(self));
@@ -93,7 +100,7 @@ void SocketTransport::start() {
   for (int r = 0; r < cluster_.size(); ++r) {
     if (r == rank_) continue;
     connect_deadline_[static_cast<std::size_t>(r)] = deadline;
-    if (options_.tcp_duplex && r < rank_ && !endpoint_of(r).unix_socket) await_duplex(r);
+    if (r < rank_ && wants_duplex(r)) await_duplex(r);
     connect_to(r);
   }
 }

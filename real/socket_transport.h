@@ -1,10 +1,10 @@
 // SocketTransport: the real world's Transport. One persistent connection per ordered peer pair
 // (the source connects to the destination and carries source -> destination only), so per-pair
 // FIFO is the stream's order. Same-host peers use Unix sockets, others TCP with TCP_NODELAY.
-// Over TCP the lower rank's connection carries both directions (duplex): the higher rank sends
-// its frames back on the connection it accepted, so each direction's data carries the other's
-// acknowledgements, and its own connection to the lower rank carries nothing but its bye (it
-// still tells the peer's death, and refusals, as before).
+// Between machines (TCP, not loopback) the lower rank's connection carries both directions
+// (duplex): the higher rank sends its frames back on the connection it accepted, so each
+// direction's data carries the other's acknowledgements, and its own connection to the lower
+// rank carries nothing but its bye (it still tells the peer's death, and refusals, as before).
 // Writes are non-blocking with a per-connection queue sent by scatter/gather (header and payload
 // straight from the Message, never concatenated; over TCP at most a slice per turn of the loop,
 // so that reads come between); reads parse frames incrementally and receive
@@ -58,8 +58,11 @@ struct SocketTransportOptions {
   std::size_t unix_buffer_bytes = 4u << 20;  // Unix socket buffers (TCP: kernel autotuning)
   std::size_t tcp_buffer_bytes = 0;          // 0: leave TCP buffers to autotuning
   // One TCP stream per pair carries both directions (above); false: one per direction. Both
-  // peers must agree (the handshake asks), else each sends on its own connection.
+  // peers must agree (the handshake asks), else each sends on its own connection. Not between
+  // loopback addresses (pseudo-hosts on one machine) unless tcp_duplex_loopback: there one
+  // kernel does both ends' work, and a socket shared by both directions made it slower.
   bool tcp_duplex = true;
+  bool tcp_duplex_loopback = false;
   // Same-host peers that can read each other's memory (process_vm_readv, checked in the
   // handshake) pass payloads of at least lend_min_bytes by reference: one copy instead of two.
   bool lend_payloads = true;
@@ -136,6 +139,9 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   // How this peer's frames reach a peer: on its own connection to it, or (TCP, the higher rank
   // of the pair) on the duplex connection the peer made to us, awaited until it is accepted.
   enum class Route { own, awaiting_theirs, theirs };
+  // Our frames to `rank` and its frames to us share one TCP connection, if it agrees (decided
+  // once, in start(), before anyone can connect).
+  bool wants_duplex(int rank) const { return wants_duplex_[static_cast<std::size_t>(rank)]; }
   // The connection that carries our frames to `rank` once established; 0 while there is none.
   ConnId sending_conn(int rank) const;
   bool can_send_to(int rank) const;  // sending_conn(rank) is established
@@ -211,6 +217,7 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   std::vector<ConnId> outbound_;              // by rank; 0 = none
   std::vector<ConnId> inbound_;               // by rank; 0 = none
   std::vector<Route> route_;                  // by rank
+  std::vector<bool> wants_duplex_;            // by rank
   std::vector<std::deque<Message>> waiting_;  // sends before the connection is up, by rank
   std::vector<TimePoint> connect_deadline_;
   std::vector<Duration> backoff_;

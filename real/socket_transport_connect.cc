@@ -95,7 +95,7 @@ void SocketTransport::send_hello(Conn& c) {
                              .source_rank = static_cast<std::uint32_t>(rank_),
                              .destination_rank = static_cast<std::uint32_t>(c.peer),
                              .nonce = handshake::fresh_nonce()};
-  c.hello.duplex = c.tcp && options_.tcp_duplex && rank_ < c.peer;
+  c.hello.duplex = c.tcp && rank_ < c.peer && wants_duplex(c.peer);
   if (options_.lend_payloads && !c.tcp) {
     c.hello.nonce_address = reinterpret_cast<std::uintptr_t>(c.hello.nonce.data());
     if (options_.shm_ring_bytes != 0) {
@@ -267,8 +267,8 @@ void SocketTransport::accept_hello(Conn& c) {
       }
     }
   }
-  if (verdict == Verdict::ok && c.tcp && options_.tcp_duplex && h->duplex &&
-      static_cast<int>(h->source_rank) < rank_) {
+  if (verdict == Verdict::ok && c.tcp && h->duplex && static_cast<int>(h->source_rank) < rank_ &&
+      wants_duplex(static_cast<int>(h->source_rank))) {
     w.flags |= handshake::kWelcomeDuplex;
     c.duplex = true;
   }

@@ -37,6 +37,19 @@ sockaddr_in ipv4_of(const Endpoint& e) {
   return a;
 }
 
+}  // namespace
+
+bool is_loopback(const std::string& host) {
+  try {
+    const sockaddr_in a = ipv4_of(Endpoint{host, 0, false});
+    return (ntohl(a.sin_addr.s_addr) >> 24) == 127;
+  } catch (const std::system_error&) {
+    return false;
+  }
+}
+
+namespace {
+
 // Abstract-namespace address: sun_path starts with NUL; the length covers exactly the name.
 socklen_t unix_addr(const Endpoint& e, sockaddr_un& a) {
   a = {};

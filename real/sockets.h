@@ -29,6 +29,9 @@ Fd listen_on(const Endpoint& endpoint);
 // a refusal comes back through connect_error().
 Fd start_connect(const Endpoint& endpoint);
 int connect_error(int fd);  // SO_ERROR: 0 once connected
+// The host is an IPv4 loopback address (127.0.0.0/8), or a name that resolves to one. False for
+// a name that does not resolve.
+bool is_loopback(const std::string& host);
 
 // TCP_NODELAY for TCP sockets, and send/receive buffers of `buffer_bytes` (0: leave the kernel's
 // autotuning alone).

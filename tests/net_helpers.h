@@ -68,8 +68,11 @@ class Node {
  public:
   // keep_lends_unread: payloads a same-host peer lends are kept as they came, not read (as the
   // engine does with a message it cannot use yet), so the lend stays out.
+  // The tests' hosts are loopback pseudo-hosts (127.0.0.x): unless `as_deployed`, their TCP
+  // pairs share one duplex connection as machines' would (tcp_duplex_loopback).
   Node(const ClusterSpec& cluster, int rank, SocketTransportOptions options = {},
-       bool keep_lends_unread = false) {
+       bool keep_lends_unread = false, bool as_deployed = false) {
+    if (!as_deployed) options.tcp_duplex_loopback = true;
     if (!options.log) {
       options.log = [this](const std::string& line) {
         std::lock_guard lock(mu_);

@@ -306,6 +306,20 @@ TEST(SocketTransport, APairWhereEitherSideTurnedDuplexOffSendsEachWayOnItsOwnCon
   }
 }
 
+TEST(SocketTransport, LoopbackPseudoHostsKeepAConnectionPerDirectionUnlessAsked) {
+  const auto base = free_port_base(2);
+  Node a(two_hosts(base), 0, {}, false, /*as_deployed=*/true);
+  Node b(two_hosts(base), 1, {}, false, /*as_deployed=*/true);
+  ASSERT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+  exchange_in_order(a, b);
+  EXPECT_EQ(a.stats().duplex, 0u);
+  EXPECT_EQ(b.stats().duplex, 0u);
+  EXPECT_TRUE(net::is_loopback("127.0.0.2"));
+  EXPECT_TRUE(net::is_loopback("localhost"));
+  EXPECT_FALSE(net::is_loopback("10.0.0.1"));
+  EXPECT_FALSE(net::is_loopback("no-such-host.invalid"));
+}
+
 TEST(SocketTransport, TheHigherRankLosesALowerOneWhoseConnectionNeverComes) {
   const auto base = free_port_base(2);
   // Rank 0's port listens but nobody answers: rank 1's own connection hangs in its handshake,
@@ -541,6 +555,10 @@ TEST(Peer, ABadBusyPollSettingIsAClearError) {
   expect_env_error("KUNGFU_BUSY_POLL", "yes", "expected 0 or 1");
 }
 
+TEST(Peer, ABadTcpDuplexSettingIsAClearError) {
+  expect_env_error("KUNGFU_TCP_DUPLEX", "on", "expected 0 or 1");
+}
+
 TEST(Peer, ABadSharedMemoryRingSettingIsAClearError) {
   expect_env_error("KUNGFU_SHM_RING", "big", "");
   expect_env_error("KUNGFU_SHM_RING", "3000", "expected 0 (off) or a power of two from 4K to 64M");
@@ -725,8 +743,11 @@ TEST(EpollLoop, ASpinningDriverStillServesQuietDescriptors) {
 TEST(EpollLoop, ALingeringLoopRunsAPlainPostItselfAndLeavesADriversPostToTheDriver) {
   EpollLoop loop;
   ASSERT_TRUE(loop.drive_until([] { return true; }, std::nullopt));  // done at once: no drive
+  // Turns counted only while this thread drives: a caller waiting for its turn (the loop's
+  // thread still spinning after work) reads done() too, and leaves no linger if it never drove.
   std::atomic<int> drove{0};
-  ASSERT_TRUE(loop.drive_until([&] { return ++drove > 3; }, std::nullopt));  // drives, leaves
+  const auto three_turns = [&] { return loop.in_loop_thread() && ++drove > 3; };
+  ASSERT_TRUE(loop.drive_until(three_turns, std::nullopt));  // drives, leaves
   std::promise<bool> plain;
   loop.post([&] { plain.set_value(loop.in_loop_thread()); });
   auto f = plain.get_future();
@@ -734,7 +755,7 @@ TEST(EpollLoop, ALingeringLoopRunsAPlainPostItselfAndLeavesADriversPostToTheDriv
   EXPECT_TRUE(f.get());
   // Drive once more so the loop lingers again, then post for a driver and drive.
   drove = 0;
-  ASSERT_TRUE(loop.drive_until([&] { return ++drove > 3; }, std::nullopt));
+  ASSERT_TRUE(loop.drive_until(three_turns, std::nullopt));
   std::atomic<bool> ran{false};
   std::thread::id ran_on;
   loop.post_for_driver([&] {
