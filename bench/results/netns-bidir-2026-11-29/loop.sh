@@ -4,6 +4,8 @@
 # transport has), over one connection and two, and the loop's write size per call and whether a
 # read event reads until EAGAIN (BIDIR_WRITE_CAP, BIDIR_READ_DRAIN). Root; run from the
 # repository root. Prints: run,tag,mode,phases,bytes,p50_ms,min_ms,max_ms.
+#   loop.sh [CASE...]   a CASE is CONNECTIONS,threads|loop[,WRITE_CAP[,DRAIN]] (e.g.
+#                       one,loop,524288,1), each run three times; none: the sets below.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck disable=SC2034  # N, MTU and WORK are read by tests/netns_lib.sh
@@ -19,6 +21,15 @@ one() {  # RUN CONNECTIONS threads|loop [WRITE_CAP] [DRAIN]
     "$2" a "$SUBNET.2" 16777216 30 1 "$3")"
   wait
 }
+if (($#)); then
+  for r in 1 2 3; do
+    for c in "$@"; do
+      IFS=, read -r -a f <<<"$c"
+      one "$r" "${f[@]}"
+    done
+  done
+  exit 0
+fi
 for r in 1 2 3; do
   one "$r" two threads
   one "$r" two loop
