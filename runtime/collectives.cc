@@ -104,8 +104,9 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
   // the ring would still pass 2(n - 1) messages per rank, most of them empty (2 million for a
   // policy's one number at 1,024 workers). Such a buffer goes over the strategy's own trees:
   // 2(n - 1) messages in all. Every rank sees the same count, so every rank decides alike.
-  if (strategy->algorithm() == Algorithm::ring_rs_ag &&
-      o.output.count() < static_cast<std::size_t>(engine.size())) {
+  const bool ring = strategy->algorithm() == Algorithm::ring_rs_ag ||
+                    strategy->algorithm() == Algorithm::ring_rs_ag_bidir;
+  if (ring && o.output.count() < static_cast<std::size_t>(engine.size())) {
     strategy = engine.over_graphs(strategy);
   }
   std::unique_ptr<Operation> op;
@@ -123,8 +124,11 @@ void allreduce(Engine& engine, AllreduceOptions o, DoneCallback done) {
   }
   switch (strategy->algorithm()) {
     case Algorithm::ring_rs_ag:
-      op = std::make_unique<RingAllreduce>(engine, std::move(o.name), o.input, o.output, o.op,
-                                           std::move(done));
+    case Algorithm::ring_rs_ag_bidir:
+      op = std::make_unique<RingAllreduce>(
+          engine, std::move(o.name), o.input, o.output, o.op, std::move(done),
+          strategy->algorithm() == Algorithm::ring_rs_ag_bidir ? RingDirections::both
+                                                               : RingDirections::one);
       break;
     case Algorithm::halving_doubling:
       op = std::make_unique<HalvingDoublingAllreduce>(engine, std::move(o.name), o.input, o.output,

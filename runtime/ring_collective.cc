@@ -20,17 +20,23 @@ Status mismatch_status(const Operation& op, int rank, std::size_t chunk, std::ui
 // ---- RingAllreduce ----
 
 RingAllreduce::RingAllreduce(Engine& engine, std::string name, ConstBufferView input,
-                             BufferView output, ReduceOp op, DoneCallback done)
+                             BufferView output, ReduceOp op, DoneCallback done,
+                             RingDirections directions)
     : Operation(engine, std::move(name), "allreduce", std::move(done)),
       n_(engine.size()),
       rank_(engine.rank()),
       input_(input),
       output_(output),
-      op_(op) {
+      op_(op),
+      both_ways_(directions == RingDirections::both && n_ > 2) {
   const std::size_t slice_bytes = engine.options().chunk_bytes * static_cast<std::size_t>(n_);
-  for (const Range& r : split_by_bytes(output_.count(), output_.elem_size(), slice_bytes)) {
-    slices_.push_back(Slice{r});
+  std::vector<Range> ranges = split_by_bytes(output_.count(), output_.elem_size(), slice_bytes);
+  // Both ways, a buffer of one slice is cut in two, so that each direction carries half of it.
+  if (both_ways_ && ranges.size() == 1 && output_.count() >= 2 * static_cast<std::size_t>(n_)) {
+    ranges = {even_part(0, output_.count(), 2, 0), even_part(0, output_.count(), 2, 1)};
   }
+  for (const Range& r : ranges)
+    slices_.push_back(Slice{r});
   remaining_ = n_ == 1 ? 0 : slices_.size();  // one rank: the copy is the result
 }
 
@@ -42,16 +48,17 @@ void RingAllreduce::start() {
   }
   // No input -> output copy: every part of the output is written exactly once, either by its
   // reduce-scatter fold (out = in + arrival) or by the all-gather.
-  const int right = wrap(rank_ + 1);
   for (std::size_t i = 0; i < slices_.size(); ++i) {
-    const Range r = even_part(slices_[i].range.first, slices_[i].range.count, n_, rank_);
-    send(right, i, 0, input_.slice(r.first, r.count));
+    const int at = place(i);
+    const Range r = even_part(slices_[i].range.first, slices_[i].range.count, n_, at);
+    send(rank_at(i, at + 1), i, 0, input_.slice(r.first, r.count));
   }
 }
 
 bool RingAllreduce::accepts(int source, const MessageHeader& h) const {
-  return h.kind == MessageKind::collective && source == wrap(rank_ - 1) &&
-         h.chunk < slices_.size() && h.step == slices_[h.chunk].next_step && h.step < steps();
+  return h.kind == MessageKind::collective && h.chunk < slices_.size() &&
+         source == rank_at(h.chunk, place(h.chunk) - 1) && h.step == slices_[h.chunk].next_step &&
+         h.step < steps();
 }
 
 void RingAllreduce::on_message(int /*source*/, Message&& message) {
@@ -61,8 +68,10 @@ void RingAllreduce::on_message(int /*source*/, Message&& message) {
   const int last = n_ - 2;  // the last step of each phase
   const bool scatter = static_cast<int>(step) <= last;
   const int s_local = scatter ? static_cast<int>(step) : static_cast<int>(step) - (n_ - 1);
-  // Reduce-scatter step s brings part (i - 1 - s); all-gather step s brings part (i - s).
-  const int p = scatter ? wrap(rank_ - 1 - s_local) : wrap(rank_ - s_local);
+  // Reduce-scatter step s brings part (i - 1 - s); all-gather step s brings part (i - s), i being
+  // this rank's place on the slice's ring.
+  const int at = place(index);
+  const int p = scatter ? wrap(at - 1 - s_local) : wrap(at - s_local);
   const Range r = even_part(s.range.first, s.range.count, n_, p);
   BufferView dst = output_.slice(r.first, r.count);
   if (const auto why = payload_mismatch(message.payload, dst)) {
@@ -70,7 +79,7 @@ void RingAllreduce::on_message(int /*source*/, Message&& message) {
     return;
   }
   ++s.next_step;
-  const int right = wrap(rank_ + 1);
+  const int right = rank_at(index, at + 1);
   if (scatter) {
     if (const auto why =
             reduce_payload_to(dst, input_.slice(r.first, r.count), message.payload, op_)) {
@@ -98,7 +107,7 @@ std::string RingAllreduce::waiting_for() const {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     if (slices_[i].next_step < steps()) {
       return fmt::format("slice {} step {} from rank {} ({} slices left)", i, slices_[i].next_step,
-                         wrap(rank_ - 1), remaining_);
+                         rank_at(i, place(i) - 1), remaining_);
     }
   }
   return "nothing";

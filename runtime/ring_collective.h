@@ -29,10 +29,15 @@ inline int wrap_rank(int v, int n) {
   return v >= 0 && v < n ? v : ((v % n) + n) % n;
 }
 
+// RingDirections::both (RING_RS_AG_BIDIR): among more than 2 ranks the odd slices go round the
+// ring backwards (a buffer of one slice is cut into two), so every rank sends to and hears from
+// both neighbours; the bytes per rank are the same.
+enum class RingDirections : std::uint8_t { one, both };
+
 class RingAllreduce final : public Operation {
  public:
   RingAllreduce(Engine& engine, std::string name, ConstBufferView input, BufferView output,
-                ReduceOp op, DoneCallback done);
+                ReduceOp op, DoneCallback done, RingDirections directions = RingDirections::one);
 
   void start() override;
   bool accepts(int source, const MessageHeader& header) const override;
@@ -51,12 +56,19 @@ class RingAllreduce final : public Operation {
   };
   std::uint32_t steps() const { return 2 * static_cast<std::uint32_t>(n_ - 1); }
   int wrap(int v) const { return wrap_rank(v, n_); }
+  // Slice `index` goes round the ring backwards (RingDirections::both): the odd slices.
+  bool backwards(std::size_t index) const { return both_ways_ && (index & 1) != 0; }
+  // This rank's place on slice `index`'s ring, and the rank at place `at` there: a backwards
+  // ring is the forward one on the mirrored ranks (n - rank), so its parts and steps are too.
+  int place(std::size_t index) const { return backwards(index) ? wrap(-rank_) : rank_; }
+  int rank_at(std::size_t index, int at) const { return backwards(index) ? wrap(-at) : wrap(at); }
 
   int n_;
   int rank_;
   ConstBufferView input_;
   BufferView output_;
   ReduceOp op_;
+  bool both_ways_;
   std::vector<Slice> slices_;
   std::size_t remaining_ = 0;
 };

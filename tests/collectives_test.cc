@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "harness.h"
+#include "runtime/ring_collective.h"
 #include "topology/strategy.h"
 
 namespace kf {
@@ -276,6 +277,69 @@ TEST(RingAllreduce, FewerElementsThanRanksGoOverTheStrategysTreesNotAroundTheRin
   EXPECT_EQ(ring_allreduce_messages(n, n - 1), 2u * (n - 1));
   // From n elements every part holds one: the ring, 2(n - 1) messages per rank.
   EXPECT_EQ(ring_allreduce_messages(n, n), 2u * n * (n - 1));
+}
+
+// Bytes each rank sent to its right neighbour (rank + 1) and to its left (rank - 1) during one
+// allreduce of `count` doubles, sums checked.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> ring_neighbour_bytes(InprocWorld& world,
+                                                                          std::size_t count) {
+  const int n = world.size();
+  const auto sent = [&world, n](int r, int to) {
+    return world.loop(r).call(
+        [&world, r, to, n] { return world.engine(r).egress_bytes().get(wrap_rank(to, n)); });
+  };
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> before, after;
+  for (int r = 0; r < n; ++r)
+    before.emplace_back(sent(r, r + 1), sent(r, r - 1));
+  allreduce_messages(world, count);
+  for (int r = 0; r < n; ++r) {
+    const auto& b = before[static_cast<std::size_t>(r)];
+    after.emplace_back(sent(r, r + 1) - b.first, sent(r, r - 1) - b.second);
+  }
+  return after;
+}
+
+TEST(RingAllreduce, BothWaysEveryOtherSliceGoesRoundBackwards) {
+  const int n = 5;
+  const std::size_t chunk = 8;  // doubles: a slice is n x 8 doubles
+  InprocWorld one_way(
+      n, {.chunk_bytes = chunk * sizeof(double), .strategy = StrategyName::ring_rs_ag});
+  InprocWorld both_ways(
+      n, {.chunk_bytes = chunk * sizeof(double), .strategy = StrategyName::ring_rs_ag_bidir});
+  // Four slices: RING_RS_AG sends everything to the right, RING_RS_AG_BIDIR half each way. Every
+  // rank sends 2(n - 1) parts of each slice, a part being 8 doubles.
+  const std::uint64_t slice_bytes = 2 * (n - 1) * chunk * sizeof(double);
+  for (const auto& [right, left] : ring_neighbour_bytes(one_way, 4 * n * chunk)) {
+    EXPECT_EQ(right, 4 * slice_bytes);
+    EXPECT_EQ(left, 0u);
+  }
+  for (const auto& [right, left] : ring_neighbour_bytes(both_ways, 4 * n * chunk)) {
+    EXPECT_EQ(right, 2 * slice_bytes);
+    EXPECT_EQ(left, 2 * slice_bytes);
+  }
+  // Three slices: two forwards, one backwards. One slice: cut in two, a half each way.
+  for (const auto& [right, left] : ring_neighbour_bytes(both_ways, 3 * n * chunk)) {
+    EXPECT_EQ(right, 2 * slice_bytes);
+    EXPECT_EQ(left, slice_bytes);
+  }
+  for (const auto& [right, left] : ring_neighbour_bytes(both_ways, n * chunk)) {
+    EXPECT_EQ(right, slice_bytes / 2);
+    EXPECT_EQ(left, slice_bytes / 2);
+  }
+  // Fewer than 2n elements: one slice, not cut, forwards. Uneven slices and parts: sums right.
+  for (const auto& [right, left] : ring_neighbour_bytes(both_ways, 2 * n - 1)) {
+    EXPECT_GT(right, 0u);
+    EXPECT_EQ(left, 0u);
+  }
+  EXPECT_GT(allreduce_messages(both_ways, 3 * n * chunk + 7), 0u);
+}
+
+TEST(RingAllreduce, BothWaysBetweenTwoRanksIsTheRing) {
+  // Between 2 ranks both neighbours are the same rank, so there is no other way round.
+  InprocWorld world(2, {.chunk_bytes = 64, .strategy = StrategyName::ring_rs_ag_bidir});
+  const auto bytes = ring_neighbour_bytes(world, 64);
+  EXPECT_EQ(bytes[0].first, bytes[0].second);            // the same peer
+  EXPECT_EQ(allreduce_messages(world, 64), 2u * 4 * 2);  // 2 ranks, 4 slices, 2 steps each
 }
 
 // ---- AUTO: recursive doubling for tiny allreduces, trees, a ring for large ones ----

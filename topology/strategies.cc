@@ -34,6 +34,7 @@ constexpr std::array<NamedStrategy, std::size(kAllStrategyNames)> kNames = {{
     {StrategyName::automatic, "AUTO"},
     {StrategyName::ring_rs_ag, "RING_RS_AG"},
     {StrategyName::halving_doubling, "HALVING_DOUBLING"},
+    {StrategyName::ring_rs_ag_bidir, "RING_RS_AG_BIDIR"},
 }};
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -166,6 +167,7 @@ std::vector<GraphPair> make_pairs(StrategyName name, int n, const HostLayout& la
       [[fallthrough]];
     case StrategyName::binary_tree_star:
     case StrategyName::ring_rs_ag:
+    case StrategyName::ring_rs_ag_bidir:
     case StrategyName::halving_doubling:
       pairs.push_back(binary_tree_star_pair(n, layout, layout.masters));
       break;
@@ -200,6 +202,8 @@ Algorithm algorithm_of(StrategyName name) {
       return Algorithm::ring_rs_ag;
     case StrategyName::halving_doubling:
       return Algorithm::halving_doubling;
+    case StrategyName::ring_rs_ag_bidir:
+      return Algorithm::ring_rs_ag_bidir;
     default:
       return Algorithm::graph_pairs;
   }

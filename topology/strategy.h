@@ -41,6 +41,10 @@ enum class StrategyName : std::uint8_t {
   automatic,
   ring_rs_ag,
   halving_doubling,
+  // RING_RS_AG with every other slice going round the ring backwards: each pair of neighbours
+  // then carries data both ways, which over TCP with one connection per pair (duplex) sends fewer
+  // packets, the acknowledgements riding on the data.
+  ring_rs_ag_bidir,
 };
 
 inline constexpr StrategyName kAllStrategyNames[] = {StrategyName::star,
@@ -53,7 +57,8 @@ inline constexpr StrategyName kAllStrategyNames[] = {StrategyName::star,
                                                      StrategyName::ring,
                                                      StrategyName::automatic,
                                                      StrategyName::ring_rs_ag,
-                                                     StrategyName::halving_doubling};
+                                                     StrategyName::halving_doubling,
+                                                     StrategyName::ring_rs_ag_bidir};
 
 std::string_view strategy_name(StrategyName s);  // "STAR", ..., "AUTO", "RING_RS_AG"
 std::optional<StrategyName> parse_strategy_name(std::string_view name);  // case-insensitive
@@ -63,6 +68,7 @@ enum class Algorithm : std::uint8_t {
   graph_pairs,
   ring_rs_ag,
   halving_doubling,
+  ring_rs_ag_bidir,  // RING_RS_AG, its odd slices going round backwards
   // An allreduce picks by its size, as NCCL and MPI tune: the smallest by recursive doubling
   // (log2 n steps, latency-bound), medium ones over the graph pairs, large ones across hosts
   // round RING_RS_AG (every link busy, each carrying 2(n-1)/n of the buffer, bandwidth-bound).
