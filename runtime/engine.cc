@@ -119,7 +119,8 @@ std::shared_ptr<const CompiledStrategy> Engine::over_graphs(
 
 std::shared_ptr<const CompiledStrategy> Engine::over_ring(
     const std::shared_ptr<const CompiledStrategy>& strategy) {
-  return with_algorithm(strategy, Algorithm::ring_rs_ag, over_ring_);
+  return with_algorithm(
+      strategy, spans_hosts_ ? Algorithm::ring_rs_ag_bidir : Algorithm::ring_rs_ag, over_ring_);
 }
 
 std::string Engine::describe_peer(int rank) const {

@@ -31,11 +31,11 @@ struct EngineOptions {
   std::size_t chunk_bytes = kDefaultChunkBytes;  // collectives travel in pieces of this size
   Duration timeout = std::chrono::seconds(30);   // default deadline of every operation
   StrategyName strategy = StrategyName::automatic;
-  // AUTO across hosts (Algorithm::by_size): an allreduce goes round RING_RS_AG when its buffer
-  // divided by the cluster's size is at least this many bytes, else over the graphs. The ring
-  // sends 2(n - 1) parts of buffer / n one after another, the trees 2 x depth whole chunks: the
-  // ring pays off once a part's transfer outweighs a step's latency. Like chunk_bytes, every peer
-  // must use the same value.
+  // AUTO across hosts (Algorithm::by_size): an allreduce goes round a ring (RING_RS_AG_BIDIR) when
+  // its buffer divided by the cluster's size is at least this many bytes, else over the graphs. The
+  // ring sends 2(n - 1) parts of buffer / n one after another, the trees 2 x depth whole chunks:
+  // the ring pays off once a part's transfer outweighs a step's latency. Like chunk_bytes, every
+  // peer must use the same value.
   std::size_t auto_ring_part_bytes = kDefaultAutoRingPartBytes;
   // ... and the same on one host, where a step costs less, while every worker has a core of its
   // own: where the workers outnumber host_cores, auto_ring_part_bytes holds on one host too. Every
@@ -91,8 +91,9 @@ class Engine {
   // another algorithm does with a buffer too small for that algorithm. Cached for the current one.
   std::shared_ptr<const CompiledStrategy> over_graphs(
       const std::shared_ptr<const CompiledStrategy>& strategy);
-  // `strategy` run round a ring (RING_RS_AG) over its own ranks: a by_size strategy's large
-  // allreduces. Cached for the current one.
+  // `strategy` run round a ring over its own ranks: a by_size strategy's large allreduces. Across
+  // hosts RING_RS_AG_BIDIR (each pair's connection carries data both ways), on one host
+  // RING_RS_AG. Cached for the current one.
   std::shared_ptr<const CompiledStrategy> over_ring(
       const std::shared_ptr<const CompiledStrategy>& strategy);
 

@@ -30,13 +30,9 @@ RingAllreduce::RingAllreduce(Engine& engine, std::string name, ConstBufferView i
       op_(op),
       both_ways_(directions == RingDirections::both && n_ > 2) {
   const std::size_t slice_bytes = engine.options().chunk_bytes * static_cast<std::size_t>(n_);
-  std::vector<Range> ranges = split_by_bytes(output_.count(), output_.elem_size(), slice_bytes);
-  // Both ways, a buffer of one slice is cut in two, so that each direction carries half of it.
-  if (both_ways_ && ranges.size() == 1 && output_.count() >= 2 * static_cast<std::size_t>(n_)) {
-    ranges = {even_part(0, output_.count(), 2, 0), even_part(0, output_.count(), 2, 1)};
-  }
-  for (const Range& r : ranges)
+  for (const Range& r : split_by_bytes(output_.count(), output_.elem_size(), slice_bytes)) {
     slices_.push_back(Slice{r});
+  }
   remaining_ = n_ == 1 ? 0 : slices_.size();  // one rank: the copy is the result
 }
 

@@ -30,8 +30,9 @@ inline int wrap_rank(int v, int n) {
 }
 
 // RingDirections::both (RING_RS_AG_BIDIR): among more than 2 ranks the odd slices go round the
-// ring backwards (a buffer of one slice is cut into two), so every rank sends to and hears from
-// both neighbours; the bytes per rank are the same.
+// ring backwards, so every rank sends to and hears from both neighbours; the bytes per rank are
+// the same. A buffer of one slice goes forwards: cut in two, it would send twice the messages,
+// each half the size, where a medium buffer's messages are already latency-bound.
 enum class RingDirections : std::uint8_t { one, both };
 
 class RingAllreduce final : public Operation {

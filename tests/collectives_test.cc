@@ -317,21 +317,17 @@ TEST(RingAllreduce, BothWaysEveryOtherSliceGoesRoundBackwards) {
     EXPECT_EQ(right, 2 * slice_bytes);
     EXPECT_EQ(left, 2 * slice_bytes);
   }
-  // Three slices: two forwards, one backwards. One slice: cut in two, a half each way.
+  // Three slices: two forwards, one backwards. One slice: forwards, as the plain ring.
   for (const auto& [right, left] : ring_neighbour_bytes(both_ways, 3 * n * chunk)) {
     EXPECT_EQ(right, 2 * slice_bytes);
     EXPECT_EQ(left, slice_bytes);
   }
   for (const auto& [right, left] : ring_neighbour_bytes(both_ways, n * chunk)) {
-    EXPECT_EQ(right, slice_bytes / 2);
-    EXPECT_EQ(left, slice_bytes / 2);
-  }
-  // Fewer than 2n elements: one slice, not cut, forwards. Uneven slices and parts: sums right.
-  for (const auto& [right, left] : ring_neighbour_bytes(both_ways, 2 * n - 1)) {
-    EXPECT_GT(right, 0u);
+    EXPECT_EQ(right, slice_bytes);
     EXPECT_EQ(left, 0u);
   }
-  EXPECT_GT(allreduce_messages(both_ways, 3 * n * chunk + 7), 0u);
+  // Uneven slices and parts: sums right (allreduce_messages checks them).
+  EXPECT_EQ(allreduce_messages(both_ways, 3 * n * chunk + 7), 4u * n * 2 * (n - 1));
 }
 
 TEST(RingAllreduce, BothWaysBetweenTwoRanksIsTheRing) {
@@ -359,6 +355,26 @@ TEST(AutoStrategy, AcrossHostsTinyGoByDoublingSmallOverTreesLargeRoundARing) {
   EXPECT_EQ(allreduce_messages(world, 64 * n - 1), 2u * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 64 * n), 2u * n * (n - 1));
   EXPECT_EQ(allreduce_messages(world, 100 * n), 2u * n * (n - 1));
+}
+
+TEST(AutoStrategy, AcrossHostsTheRingGoesBothWaysOnOneHostForwards) {
+  const int n = 4;
+  const std::size_t chunk = 8;  // doubles; four slices of n x 8
+  InprocWorld hosts(per_host(n, 1), {.chunk_bytes = chunk * sizeof(double),
+                                     .strategy = StrategyName::automatic,
+                                     .auto_ring_part_bytes = 8 * sizeof(double),
+                                     .auto_halving_doubling_bytes = 0});
+  for (const auto& [right, left] : ring_neighbour_bytes(hosts, 4 * n * chunk)) {
+    EXPECT_GT(right, 0u);
+    EXPECT_EQ(left, right);
+  }
+  InprocWorld one_host(n, {.chunk_bytes = chunk * sizeof(double),
+                           .strategy = StrategyName::automatic,
+                           .auto_local_ring_part_bytes = 8 * sizeof(double)});
+  for (const auto& [right, left] : ring_neighbour_bytes(one_host, 4 * n * chunk)) {
+    EXPECT_GT(right, 0u);
+    EXPECT_EQ(left, 0u);
+  }
 }
 
 TEST(AutoStrategy, AHostEachTakesHalvingDoublingInTheRingsPlaceUpToItsSize) {

@@ -43,7 +43,7 @@ enum class StrategyName : std::uint8_t {
   halving_doubling,
   // RING_RS_AG with every other slice going round the ring backwards: each pair of neighbours
   // then carries data both ways, which over TCP with one connection per pair (duplex) sends fewer
-  // packets, the acknowledgements riding on the data.
+  // packets, the acknowledgements riding on the data. AUTO's ring across hosts is this one.
   ring_rs_ag_bidir,
 };
 
