@@ -1,14 +1,14 @@
 // SocketTransport: the real world's Transport. One persistent connection per ordered peer pair
-// (the source connects to the destination and carries source -> destination only), so per-pair
-// FIFO is the stream's order. Same-host peers use Unix sockets, others TCP with TCP_NODELAY.
-// Between machines (TCP, not loopback) the lower rank's connection carries both directions
-// (duplex): the higher rank sends its frames back on the connection it accepted, so each
-// direction's data carries the other's acknowledgements, and its own connection to the lower
-// rank carries nothing but its bye (it still tells the peer's death, and refusals, as before).
-// Writes are non-blocking with a per-connection queue sent by scatter/gather (header and payload
-// straight from the Message, never concatenated; over TCP at most a slice per turn of the loop,
-// so that reads come between); reads parse frames incrementally and receive
-// large payloads directly into the Message's buffer. Everything runs on the peer's EpollLoop.
+// (the source connects to the destination and carries source -> destination; between machines
+// see duplex below), so per-pair FIFO is the stream's order. Same-host peers use Unix sockets,
+// others TCP with TCP_NODELAY. Between machines (TCP, not loopback) the lower rank's connection
+// carries both directions (duplex): the higher rank sends its frames back on the connection it
+// accepted, so each direction's data carries the other's acknowledgements, and its own connection
+// to the lower rank carries nothing but its bye (it still tells the peer's death, and refusals, as
+// before). Writes are non-blocking with a per-connection queue sent by scatter/gather (header and
+// payload straight from the Message, never concatenated; over TCP at most a slice per turn of the
+// loop, so that reads come between); reads parse frames incrementally and receive large payloads
+// directly into the Message's buffer. Everything runs on the peer's EpollLoop.
 //
 // Zero copy: large payloads may be borrowed (the engine's buffers, written from where they are).
 // Between same-host processes, large payloads are lent: only their address travels, and the
