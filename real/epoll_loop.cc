@@ -415,12 +415,8 @@ void EpollLoop::run() {
       driven = detached_;
     }
     if (driven) {
-      if (busy_poll() && dedicated_core()) {
-        std::this_thread::yield();  // the user gave the loop a core: keep it, and look again
-      } else {
-        sleep_until_woken();
-        spun = false;
-      }
+      sleep_until_woken();
+      spun = false;
       continue;
     }
     std::unique_lock drive(drive_);

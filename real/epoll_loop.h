@@ -60,8 +60,10 @@ class EpollLoop final : public Executor {
 
   // Busy polling, for a peer with cores of its own (as MPI's progress and NCCL's proxy threads
   // poll): the loop never sleeps in epoll_wait and other threads' posts need no eventfd wake-up,
-  // so a small message costs no wake-up on either side. Set it before other threads post: a
-  // post racing with the switch back to sleeping could be left until the next event.
+  // so a small message costs no wake-up on either side. While a caller drives the loop
+  // (drive_until) the loop's thread sleeps all the same (parks_while_driven). Set it before other
+  // threads post: a post racing with the switch back to sleeping could be left until the next
+  // event.
   void set_busy_poll(bool on) {
     busy_poll_.store(on, std::memory_order_relaxed);
     wake();  // the loop may be asleep in epoll_wait already: it must see the change
@@ -152,9 +154,11 @@ class EpollLoop final : public Executor {
   void reattach_after_drivers();
   void arm_linger(Duration left);  // under mu_: linger_fd_ fires in `left`
   // Under mu_: the loop's thread sleeps while callers drive it (or it lingers for them), even
-  // when busy polling, as it spins only on a core of its own: on a shared one it would take the
-  // core from the driving caller. Posts then wake it as they would without busy polling.
-  bool parks_while_driven() const { return detached_ && !dedicated_core(); }
+  // when busy polling: it could run nothing meanwhile (the driver holds drive_), and spinning
+  // beside the driver it would take the driver's core where cores are shared, and the loop's
+  // mutex from it on every look where they are not. Posts then wake it as they would without
+  // busy polling.
+  bool parks_while_driven() const { return detached_; }
   // Polls the watched descriptors without sleeping for up to kPollBeforeSleep, or until an event,
   // a post or stop: epoll_wait's result (0: nothing came).
   // `polled` says whether the pollers found work meanwhile.

@@ -737,6 +737,36 @@ TEST(EpollLoop, ASpinningDriverStillServesQuietDescriptors) {
   EXPECT_EQ(called_on, std::this_thread::get_id());
 }
 
+// Busy polling on a core of its own, the loop's thread still sleeps while a caller drives: it
+// could run nothing meanwhile, and spinning beside the driver it took the loop's mutex from it
+// on every look. The CPU time of the process's other threads (the loop's) over a 300 ms drive
+// says which: a spinning thread takes a core's share of it, a sleeping one next to nothing. A
+// plain post from another thread afterwards, while the loop lingers for the next driver, still
+// wakes the loop's thread.
+TEST(EpollLoop, ABusyLoopsThreadSleepsWhileACallerDrives) {
+  EpollLoop loop;
+  loop.set_busy_poll(true);
+  loop.set_dedicated_core(true);
+  loop.set_driver_linger(std::chrono::hours(1));
+  const auto cpu = [](clockid_t clock) {
+    timespec t{};
+    ::clock_gettime(clock, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  const auto others = [&] { return cpu(CLOCK_PROCESS_CPUTIME_ID) - cpu(CLOCK_THREAD_CPUTIME_ID); };
+  const auto before = others();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  EXPECT_FALSE(loop.drive_until([] { return false; }, std::nullopt, end));  // spins to the end
+  const auto loop_thread = others() - before;
+  EXPECT_LT(loop_thread, std::chrono::milliseconds(30))
+      << "the loop's thread ran " << loop_thread.count() << " ns of 300 ms";
+  std::promise<bool> plain;
+  std::thread([&] { loop.post([&] { plain.set_value(loop.in_loop_thread()); }); }).join();
+  auto f = plain.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+}
+
 // After a caller drove, the loop lingers for the next driver: a post marked for a driver waits
 // for one (and runs on it), while a plain post (an async call nobody waits for yet) wakes the
 // loop's own thread.

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Busy polling: the loop's thread asleep while a caller drives (the tree's kfbench) against it
+# spinning beside the driver where the worker has a core of its own (the build before, $OLD),
+# in back-to-back pairs. On this 2-core machine one worker (-np 1) is the case with a core to
+# spare; 2 workers have a core each and no spare; 4 share the cores (unchanged path). Open MPI's
+# 8 B at 2 ranks once per pair says which of the machine's modes the pair ran in. $1 pairs.
+# Writes case,pair,build,bytes,p50_us to $2.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here/../../.."
+source bench/ab_pairs.sh "${1:-10}" "${2:-}"
+mpi() {  # PAIR
+  local us
+  us=$(mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 --mca btl vader,self \
+    $B/bench/mpi_allreduce --sizes 8 --iters 30000 --warmup 1000 | grep '^mpi,' | cut -d, -f6)
+  echo "mpi2,$1,mpi,8,$us" >> "$out"
+}
+for i in $(seq 1 "$pairs"); do
+  mpi "$i"
+  for build in old new; do
+    KUNGFU_BUSY_POLL=1 one busy1 "$i" $build 1 -b 8 -e 4K -f 512 -n 30000 -w 1000
+    KUNGFU_BUSY_POLL=1 one busy2 "$i" $build 2 -b 8 -e 4K -f 512 -n 30000 -w 1000
+    KUNGFU_BUSY_POLL=1 one busy4 "$i" $build 4 -b 8 -e 8 -n 3000 -w 300
+  done
+done
