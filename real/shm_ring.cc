@@ -26,6 +26,25 @@ namespace {
 
 constexpr std::uint64_t kMagic = 0x474E4952464B;  // "KFRING"
 constexpr std::size_t kHeaderBytes = 4096;        // the data starts on the next page
+constexpr std::size_t kPageBytes = 4096;
+
+// Each side of a ring takes its view's pages before the first frame: mapped with their pages in
+// place (MAP_POPULATE), then touched once, written by the producer and read by the consumer.
+// Left to the frames, the first access to each page from each process came a page's worth of
+// frames apart all through the ring's first lap, and each cost a fault, and on a paravirtualized
+// VM more besides that MAP_POPULATE alone did not take away: medium collectives ran several
+// times slower until the ring had gone round once (docs/performance.md, "A ring's first lap").
+constexpr int kMapFlags = MAP_SHARED | MAP_POPULATE;
+
+void touch_for_writing(std::byte* data, std::size_t bytes) {
+  std::memset(data, 0, bytes);  // a new memfd reads as zeros: nothing changes
+}
+
+void touch_for_reading(const std::byte* data, std::size_t bytes) {
+  for (std::size_t at = 0; at < bytes; at += kPageBytes) {
+    [[maybe_unused]] const std::byte b = *static_cast<const volatile std::byte*>(data + at);
+  }
+}
 
 long membarrier(int cmd) {
   return ::syscall(__NR_membarrier, cmd, 0, 0);
@@ -107,8 +126,9 @@ std::unique_ptr<ShmRing> ShmRing::create(std::size_t capacity, Tag tag) {
   const std::size_t bytes = kHeaderBytes + capacity;
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
     throw std::system_error(errno, std::generic_category(), "ftruncate of a ring");
-  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, kMapFlags, fd.get(), 0);
   if (map == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap of a ring");
+  touch_for_writing(static_cast<std::byte*>(map) + kHeaderBytes, capacity);
   auto* h = new (map) Header{};
   h->magic = kMagic;
   h->capacity = capacity;
@@ -138,7 +158,7 @@ std::unique_ptr<ShmRing> ShmRing::open_peer(pid_t pid, int fd, std::size_t capac
     why = fmt::format("{} is not a ring of {} bytes", path, capacity);
     return nullptr;
   }
-  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, file.get(), 0);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, kMapFlags, file.get(), 0);
   if (map == MAP_FAILED) {
     why = fmt::format("cannot map {}: {}", path, net::errno_text(errno));
     return nullptr;
@@ -158,6 +178,8 @@ std::unique_ptr<ShmRing> ShmRing::open_peer(pid_t pid, int fd, std::size_t capac
         "membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) that asks for";
     return nullptr;
   }
+  // Before the welcome: the producer writes no frame until it has it.
+  touch_for_reading(ring->data(), capacity);
   ring->head_ = h.head.load(std::memory_order_acquire);
   ring->tail_ = ring->head_;
   return ring;

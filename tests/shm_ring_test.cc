@@ -1,7 +1,7 @@
 // ShmRing, both ends in this process (the consumer maps the producer's memfd through /proc, as a
 // peer process does): bytes in order across the wrap, a full ring taking what fits, the
-// doorbell asked for once per sleep and never lost to a race with a publish, and refusals of a
-// file that is not the ring named.
+// doorbell asked for once per sleep and never lost to a race with a publish, refusals of a
+// file that is not the ring named, and the ring's pages in place before its first frame.
 #include "real/shm_ring.h"
 
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -85,6 +86,24 @@ TEST(ShmRing, BytesArriveInOrderAcrossTheWrap) {
     EXPECT_EQ(read_all(*consumer), b);
     consumer->consume(b.size());
   }
+}
+
+// A ring's memory is in place when create() returns, not faulted in by the first lap's frames:
+// a fresh view of its memfd (4 KiB header, then the data) finds every page resident.
+TEST(ShmRing, ItsPagesAreInPlaceBeforeTheFirstFrame) {
+  constexpr std::size_t kCapacity = 256u << 10;
+  const auto ring = ShmRing::create(kCapacity, tag_of(5));
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t bytes = 4096 + kCapacity;
+  void* view = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, ring->fd(), 0);
+  ASSERT_NE(view, MAP_FAILED) << std::strerror(errno);
+  std::vector<unsigned char> resident((bytes + page - 1) / page);
+  ASSERT_EQ(::mincore(view, bytes, resident.data()), 0) << std::strerror(errno);
+  ::munmap(view, bytes);
+  std::size_t in_place = 0;
+  for (const unsigned char r : resident)
+    in_place += r & 1;
+  EXPECT_EQ(in_place, resident.size());
 }
 
 TEST(ShmRing, AFullRingTakesWhatFitsAndTheRestAfterTheReaderFreesRoom) {
