@@ -43,6 +43,10 @@ def kill_peer() -> None:
         assert "rank 1" in str(e), str(e)
         assert "allreduce" in str(e), str(e)
         ok(f"PeerLostError after {took:.2f}s: {e}")
+        # A survivor that left at once would be lost by the other survivor too, which may see
+        # its end before the killed peer's (their closes can come in one batch) and name it:
+        # stay a moment, so that every survivor's error is the killed peer's.
+        time.sleep(1.0)
         os._exit(0)  # the runtime's peers are gone: skip the orderly goodbye
     sys.exit("no error raised")
 
