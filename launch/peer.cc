@@ -78,7 +78,7 @@ std::optional<Status> Handle::wait_until_done(std::optional<Duration> limit) con
   const auto start = std::chrono::steady_clock::now();
   const auto end = limit ? std::optional(start + *limit) : std::nullopt;
   const auto past = [&end] { return end && std::chrono::steady_clock::now() >= *end; };
-  auto spin_until = start + kSpinBeforeSleep;
+  auto spin_until = start + (loop_ != nullptr ? loop_->poll_before_sleep() : kSpinBeforeSleep);
   if (end) spin_until = std::min(spin_until, *end);
   if (loop_ != nullptr && !loop_->in_loop_thread()) {
     // The limit ends the drive from the turn's own clock reading: a timer for it would wake the
@@ -132,7 +132,13 @@ struct Peer::Impl {
     const int here = cluster.local_size(rank);
     const bool own_core = here <= options.engine.host_cores;
     loop.set_dedicated_core(own_core);
-    const bool all = options.caller_drives.value_or(own_core && here == cluster.size());
+    const bool one_host_core_each = own_core && here == cluster.size();
+    const bool all = options.caller_drives.value_or(one_host_core_each);
+    // One host, a core each: poll longer before sleeping than a sleeping peer takes to wake
+    // (EpollLoop::set_poll_before_sleep). Elsewhere a longer poll would take the core from a
+    // worker that shares it, or wait out a network's round trip.
+    loop.set_poll_before_sleep(one_host_core_each ? EpollLoop::kOwnCorePollBeforeSleep
+                                                  : EpollLoop::kPollBeforeSleep);
     drives.store(all, std::memory_order_relaxed);
     const bool small = !options.caller_drives && !all;
     drive_below.store(all     ? kUnknownBytes

@@ -276,7 +276,7 @@ int EpollLoop::poll_briefly(std::array<epoll_event, 64>& events, bool& polled) {
     std::lock_guard lock(mu_);
     polling_ = true;  // posts from now on need no wake-up: the loop looks at the queue
   }
-  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+  const auto until = std::chrono::steady_clock::now() + poll_before_sleep();
   int n = 0;
   for (;;) {
     n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), 0);
@@ -522,7 +522,7 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       // Work keeps the driver spinning, as it keeps the loop's thread polling (poll_briefly): a
       // large collective's next message comes within a step's time, not the whole operation's.
       // The clock is read again: the work itself may have taken longer than the spin.
-      if (ran && spin_until) spin_until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+      if (ran && spin_until) spin_until = std::chrono::steady_clock::now() + poll_before_sleep();
       const bool quiet_spin = loud_watches_ == 0 && dedicated_core();
       int timeout = 0;
       {

@@ -77,6 +77,20 @@ class EpollLoop final : public Executor {
   void set_dedicated_core(bool on) { dedicated_core_.store(on, std::memory_order_relaxed); }
   bool dedicated_core() const { return dedicated_core_.load(std::memory_order_relaxed); }
 
+  // How long the loop's thread and a driver poll after work before they sleep, kPollBeforeSleep
+  // unless set. Where every peer is on this host and each worker has a core, kf::Peer sets
+  // kOwnCorePollBeforeSleep: a sleeping worker there takes longer to wake (rung by a doorbell or
+  // its socket) than the default poll lasts, so two workers that each fell asleep before the
+  // other's message came could go on waking each other for every call.
+  void set_poll_before_sleep(Duration poll) {
+    poll_before_sleep_.store(poll.count(), std::memory_order_relaxed);
+  }
+  Duration poll_before_sleep() const {
+    return Duration(poll_before_sleep_.load(std::memory_order_relaxed));
+  }
+  static constexpr Duration kPollBeforeSleep = std::chrono::microseconds(50);
+  static constexpr Duration kOwnCorePollBeforeSleep = std::chrono::microseconds(200);
+
   // How long the loop's thread stays out of the way after the last caller that drove it left
   // (drive_until), kDriverLinger unless set: for experiments and tests.
   void set_driver_linger(Duration linger);
@@ -112,7 +126,7 @@ class EpollLoop final : public Executor {
 
   // Runs the loop's work on the calling thread until done() is true, stop() is called or `end`
   // (if set) has passed, and returns done(). Until `spin_until` (always, if nullopt), pushed back
-  // to kPollBeforeSleep after each turn that found work, it polls; after it, it sleeps in the
+  // to poll_before_sleep() after each turn that found work, it polls; after it, it sleeps in the
   // loop's own wait, woken by a message, a post, a timer or `end`, as the loop's thread would. If
   // another thread drives the loop meanwhile, the caller waits its turn only until `spin_until`
   // (or `end`), then returns false (it must wait for its result by other means; the loop's
@@ -159,9 +173,9 @@ class EpollLoop final : public Executor {
   // mutex from it on every look where they are not. Posts then wake it as they would without
   // busy polling.
   bool parks_while_driven() const { return detached_; }
-  // Polls the watched descriptors without sleeping for up to kPollBeforeSleep, or until an event,
-  // a post or stop: epoll_wait's result (0: nothing came).
-  // `polled` says whether the pollers found work meanwhile.
+  // Polls the watched descriptors without sleeping for up to poll_before_sleep(), or until an
+  // event, a post or stop: epoll_wait's result (0: nothing came). `polled` says whether the pollers
+  // found work meanwhile.
   int poll_briefly(std::array<epoll_event, 64>& events, bool& polled);
   void post_task(Task task, bool driver_follows);
   void wake();         // the loop's thread
@@ -220,7 +234,7 @@ class EpollLoop final : public Executor {
   static constexpr Duration kDriverLinger = std::chrono::milliseconds(2);
   Duration driver_linger_ = kDriverLinger;  // under mu_: set_driver_linger
   static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
-  static constexpr auto kPollBeforeSleep = std::chrono::microseconds(50);
+  std::atomic<Duration::rep> poll_before_sleep_{kPollBeforeSleep.count()};
   TimePoint armed_ = TimePoint::max();
   // Loop context only.
   std::unordered_map<WatchId, Watch> watches_;

@@ -767,6 +767,34 @@ TEST(EpollLoop, ABusyLoopsThreadSleepsWhileACallerDrives) {
   EXPECT_TRUE(f.get());
 }
 
+// The loop's thread polls for poll_before_sleep() after work before it sleeps: 300 ms set, it
+// is still running (its CPU time grows) for most of the 150 ms after a post; with the default
+// 50 us it is asleep nearly all of them.
+TEST(EpollLoop, TheLoopPollsAfterWorkForItsPollBeforeSleep) {
+  const auto others_cpu = [] {
+    timespec process{}, self{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process);
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &self);
+    return std::chrono::seconds(process.tv_sec - self.tv_sec) +
+           std::chrono::nanoseconds(process.tv_nsec - self.tv_nsec);
+  };
+  const auto loop_cpu_after_a_post = [&](std::optional<Duration> poll) {
+    EpollLoop loop;
+    if (poll) loop.set_poll_before_sleep(*poll);
+    loop.call([] {});  // started, and gone to sleep after the default poll
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto before = others_cpu();
+    loop.call([] {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    return others_cpu() - before;
+  };
+  EXPECT_EQ(EpollLoop().poll_before_sleep(), EpollLoop::kPollBeforeSleep);
+  const auto polling = loop_cpu_after_a_post(std::chrono::milliseconds(300));
+  const auto sleeping = loop_cpu_after_a_post(std::nullopt);
+  EXPECT_GT(polling, std::chrono::milliseconds(30)) << polling.count() << " ns";
+  EXPECT_LT(sleeping, std::chrono::milliseconds(15)) << sleeping.count() << " ns";
+}
+
 // After a caller drove, the loop lingers for the next driver: a post marked for a driver waits
 // for one (and runs on it), while a plain post (an async call nobody waits for yet) wakes the
 // loop's own thread.
