@@ -781,7 +781,7 @@ TEST(EpollLoop, TheLoopPollsAfterWorkForItsPollBeforeSleep) {
   const auto loop_cpu_after_a_post = [&](std::optional<Duration> poll) {
     EpollLoop loop;
     if (poll) loop.set_poll_before_sleep(*poll);
-    loop.call([] {});  // started, and gone to sleep after the default poll
+    loop.call([] {});  // the loop's thread has started
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const auto before = others_cpu();
     loop.call([] {});
