@@ -22,9 +22,6 @@
 namespace kf {
 
 namespace {
-// How long a blocking wait spins before it sleeps (Handle::wait).
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
-
 // Where a host's workers outnumber its cores, or the job spans hosts (TCP), a caller drives the
 // loop (by default) only for blocking calls of at most this many bytes: there it takes less
 // than half their time, while larger ones were as fast or faster on the loop's thread
@@ -78,7 +75,10 @@ std::optional<Status> Handle::wait_until_done(std::optional<Duration> limit) con
   const auto start = std::chrono::steady_clock::now();
   const auto end = limit ? std::optional(start + *limit) : std::nullopt;
   const auto past = [&end] { return end && std::chrono::steady_clock::now() >= *end; };
-  auto spin_until = start + (loop_ != nullptr ? loop_->poll_before_sleep() : kSpinBeforeSleep);
+  // As long as the loop polls after work: a wait that drives it runs that poll, and one that
+  // does not spins the default.
+  auto spin_until =
+      start + (loop_ != nullptr ? loop_->poll_before_sleep() : EpollLoop::kPollBeforeSleep);
   if (end) spin_until = std::min(spin_until, *end);
   if (loop_ != nullptr && !loop_->in_loop_thread()) {
     // The limit ends the drive from the turn's own clock reading: a timer for it would wake the
