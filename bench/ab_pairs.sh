@@ -5,6 +5,9 @@
 # (case,pair,build,bytes,p50_us) and defines
 #   one CASE PAIR BUILD NP ARGS...   kfbench allreduce ARGS at NP ranks, BUILD old or new; its
 #                                    p50 per size appended to OUT (env before it from the caller).
+#   mpi8 PAIR                        Open MPI's 8-byte allreduce at 2 ranks through shared
+#                                    memory, appended as mpi2,PAIR,mpi,8,P50: which of the
+#                                    machine's modes the pair ran in.
 B=build/release
 pairs=${1:-20}
 out=${2:?give the CSV to write}
@@ -15,4 +18,10 @@ one() {
   local bin=$PWD/$B/apps/kfbench; [ "$build" = old ] && bin=$old
   $B/apps/kfrun -np "$np" "$bin" allreduce "$@" 2>&1 | grep -E '^\S*\s+[0-9]+ ' |
     grep -v '^\[kfrun\]' | awk -v c="$c" -v i="$i" -v b="$build" '{print c "," i "," b "," $2 "," $11}' >> "$out"
+}
+mpi8() {
+  local us
+  us=$(mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 --mca btl vader,self \
+    $B/bench/mpi_allreduce --sizes 8 --iters 30000 --warmup 1000 | grep '^mpi,' | cut -d, -f6)
+  echo "mpi2,$1,mpi,8,$us" >> "$out"
 }

@@ -8,14 +8,8 @@ set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../../.."
 source bench/ab_pairs.sh "${1:-20}" "${2:-}"
-mpi() {  # PAIR
-  local us
-  us=$(mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 --mca btl vader,self \
-    $B/bench/mpi_allreduce --sizes 8 --iters 30000 --warmup 1000 | grep '^mpi,' | cut -d, -f6)
-  echo "mpi2,$1,mpi,8,$us" >> "$out"
-}
 for i in $(seq 1 "$pairs"); do
-  mpi "$i"
+  mpi8 "$i"
   for build in old new; do
     KUNGFU_BUSY_POLL=1 one busy2 "$i" $build 2 -b 8 -e 8 -n 30000 -w 1000
     KUNGFU_BUSY_POLL=1 one busy4 "$i" $build 4 -b 8 -e 8 -n 3000 -w 300
