@@ -185,14 +185,16 @@ struct Peer::Impl {
   // apart), async calls do not: there a driver's linger holds back the messages the loop's
   // thread would have served meanwhile, and DDP with a barrier every step was slower when small
   // async calls drove (docs/performance.md, "From PyTorch").
-  Handle launch(std::size_t bytes, std::function<void(Engine&, DoneCallback)> start,
-                bool waits = t_blocking_call) {
+  // `start` is held by the posted task as it is (one allocation, where a std::function of it
+  // inside the task would be a second).
+  template <typename Start>
+  Handle launch(std::size_t bytes, Start start, bool waits = t_blocking_call) {
     auto done = std::make_shared<Completion>();
     const bool every_wait_drives = drives.load(std::memory_order_relaxed);
     const bool drive = every_wait_drives || (waits && drives_blocking_call(t_blocking_bytes));
     const bool small_async = !waits && bytes <= kSmallDriveBytes;
     Handle h(done, options.busy_poll, drive ? &loop : nullptr);
-    auto task = [this, done, start = std::move(start)] {
+    auto task = [this, done, start = std::move(start)]() mutable {
       if (!engine) {
         done->set(Status(ErrorCode::cancelled, "peer is shutting down"));
         return;
@@ -564,8 +566,9 @@ std::string Peer::next_name(const char* kind, std::string name) {
 Handle Peer::allreduce_async(ConstBufferView input, BufferView output, ReduceOp op,
                              std::string name) {
   return impl_->launch(input.size_bytes(), [=, name = next_name("allreduce", std::move(name))](
-                                               Engine& e, DoneCallback done) {
-    kf::allreduce(e, {.name = name, .input = input, .output = output, .op = op}, std::move(done));
+                                               Engine& e, DoneCallback done) mutable {
+    kf::allreduce(e, {.name = std::move(name), .input = input, .output = output, .op = op},
+                  std::move(done));
   });
 }
 
@@ -601,32 +604,34 @@ Status Peer::barrier(std::string name) {
 
 Handle Peer::broadcast_async(BufferView data, int root, std::string name) {
   return impl_->launch(data.size_bytes(), [=, name = next_name("broadcast", std::move(name))](
-                                              Engine& e, DoneCallback done) {
-    kf::broadcast(e, {.name = name, .input = data, .output = data, .root = root}, std::move(done));
+                                              Engine& e, DoneCallback done) mutable {
+    kf::broadcast(e, {.name = std::move(name), .input = data, .output = data, .root = root},
+                  std::move(done));
   });
 }
 
 Handle Peer::reduce_async(ConstBufferView input, BufferView output, ReduceOp op, int root,
                           std::string name) {
   return impl_->launch(input.size_bytes(), [=, name = next_name("reduce", std::move(name))](
-                                               Engine& e, DoneCallback done) {
-    kf::reduce(e, {.name = name, .input = input, .output = output, .op = op, .root = root},
+                                               Engine& e, DoneCallback done) mutable {
+    kf::reduce(e,
+               {.name = std::move(name), .input = input, .output = output, .op = op, .root = root},
                std::move(done));
   });
 }
 
 Handle Peer::allgather_async(ConstBufferView input, BufferView output, std::string name) {
   return impl_->launch(output.size_bytes(), [=, name = next_name("allgather", std::move(name))](
-                                                Engine& e, DoneCallback done) {
-    kf::allgather(e, {.name = name, .input = input, .output = output}, std::move(done));
+                                                Engine& e, DoneCallback done) mutable {
+    kf::allgather(e, {.name = std::move(name), .input = input, .output = output}, std::move(done));
   });
 }
 
 Handle Peer::gather_async(ConstBufferView input, BufferView output, int root, std::string name) {
   return impl_->launch(
       std::max(input.size_bytes(), output.size_bytes()),
-      [=, name = next_name("gather", std::move(name))](Engine& e, DoneCallback done) {
-        kf::gather(e, {.name = name, .input = input, .output = output, .root = root},
+      [=, name = next_name("gather", std::move(name))](Engine& e, DoneCallback done) mutable {
+        kf::gather(e, {.name = std::move(name), .input = input, .output = output, .root = root},
                    std::move(done));
       });
 }
@@ -665,8 +670,8 @@ std::uint64_t Peer::save(const std::string& name, ConstBufferView bytes,
 
 Handle Peer::request_async(int peer, std::string name, std::shared_ptr<Blob> out,
                            std::uint64_t version) {
-  return impl_->launch(kUnknownBytes, [=](Engine& e, DoneCallback done) {
-    request_blob(e, {.peer = peer, .name = name, .version = version},
+  return impl_->launch(kUnknownBytes, [=](Engine& e, DoneCallback done) mutable {
+    request_blob(e, {.peer = peer, .name = std::move(name), .version = version},
                  [out, done = std::move(done)](Status s, Blob blob) {
                    if (out) *out = std::move(blob);
                    done(std::move(s));

@@ -104,6 +104,7 @@ void EpollLoop::post_task(Task task, bool driver_follows) {
     }
     only_driver_tasks_ = (tasks_.empty() || only_driver_tasks_) && driver_follows;
     tasks_.push_back(std::move(task));
+    queued_.store(true, std::memory_order_relaxed);
     spinning = busy_poll() && !parks_while_driven();
   }
   if (spinning || in_loop_thread()) return;
@@ -112,13 +113,17 @@ void EpollLoop::post_task(Task task, bool driver_follows) {
 }
 
 Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
+  return post_at(now() + delay, std::move(task));
+}
+
+Executor::TimerId EpollLoop::post_at(TimePoint deadline, Task task) {
   TimerId id;
   bool wake_loop = false, wake_sleeping_driver = false, spinning;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return 0;  // never fires; cancel(0) is harmless
-    const TimePoint deadline = now() + delay;
     id = timers_.add(deadline, std::move(task));
+    timers_changed();
     // The loop re-arms the timerfd before it sleeps (a polling one too), and so does the last
     // driver as it leaves; a sleeping driver computes its timeout from the deadlines, and a
     // lingering loop is woken only for a deadline before the linger's end.
@@ -137,6 +142,7 @@ Executor::TimerId EpollLoop::post_after(Duration delay, Task task) {
 void EpollLoop::cancel(TimerId id) {
   std::lock_guard lock(mu_);
   timers_.cancel(id);
+  timers_changed();
 }
 
 EpollLoop::WatchId EpollLoop::watch(int fd, std::uint32_t events, IoCallback callback) {
@@ -236,32 +242,34 @@ void EpollLoop::arm_timer(TimePoint deadline) {
 }
 
 bool EpollLoop::run_ready_work(TimePoint t) {
-  std::vector<Task> batch = std::move(spare_batch_);  // its capacity, no allocation
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return false;
-    batch.assign(std::make_move_iterator(tasks_.begin()), std::make_move_iterator(tasks_.end()));
-    tasks_.clear();
-  }
-  bool ran = !batch.empty();
-  for (auto& task : batch) {
+  if (stopping_.load(std::memory_order_acquire)) return false;
+  bool ran = false;
+  if (queued_.load(std::memory_order_acquire)) {
+    std::vector<Task> batch = std::move(spare_batch_);  // its capacity, no allocation
     {
-      std::lock_guard check(mu_);
-      if (stopping_) return false;
+      std::lock_guard lock(mu_);
+      batch.assign(std::make_move_iterator(tasks_.begin()), std::make_move_iterator(tasks_.end()));
+      tasks_.clear();
+      queued_.store(false, std::memory_order_relaxed);
     }
-    task();
-    task = nullptr;
+    ran = !batch.empty();
+    for (auto& task : batch) {
+      if (stopping_.load(std::memory_order_acquire)) return false;
+      task();
+      task = nullptr;
+    }
+    batch.clear();
+    spare_batch_ = std::move(batch);
   }
-  batch.clear();
-  spare_batch_ = std::move(batch);
   // Due timers one at a time: a timer cancelled by the work before it (say, by the destructor
   // of the object it belongs to) must not fire.
-  for (;;) {
+  while (t.time_since_epoch().count() >= next_due_.load(std::memory_order_acquire)) {
     std::optional<Task> due;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return false;
       due = timers_.pop_due(t);
+      timers_changed();
     }
     if (!due) break;
     ran = true;
@@ -340,8 +348,7 @@ void EpollLoop::dispatch(const std::array<epoll_event, 64>& events, int n) {
     if (it == watches_.end()) continue;   // unwatched earlier in this batch
     auto callback = it->second.callback;  // survives an unwatch from inside the callback
     (*callback)(events[static_cast<std::size_t>(i)].events);
-    std::lock_guard lock(mu_);
-    if (stopping_) break;
+    if (stopping_.load(std::memory_order_acquire)) break;
   }
 }
 
@@ -473,7 +480,10 @@ void EpollLoop::run() {
   }
   std::unique_lock lock(mu_);
   auto dropped_tasks = std::move(tasks_);
+  tasks_.clear();
+  queued_.store(false, std::memory_order_relaxed);
   auto dropped_timers = timers_.take();
+  timers_changed();
   lock.unlock();
 }
 
@@ -481,10 +491,6 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
                             std::optional<std::chrono::steady_clock::time_point> spin_until,
                             std::optional<std::chrono::steady_clock::time_point> end) {
   if (done()) return true;
-  const auto spinning = [&spin_until, &end] {
-    const auto t = std::chrono::steady_clock::now();
-    return (!spin_until || t < *spin_until) && (!end || t < *end);
-  };
   {
     std::lock_guard lock(mu_);
     if (stopping_) return false;
@@ -500,37 +506,46 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
   std::array<epoll_event, 64> events;
   for (;;) {
     if ((finished = done())) break;
-    if (!spinning()) {
-      ended = end && std::chrono::steady_clock::now() >= *end;
-      break;
-    }
     std::unique_lock drive(drive_, std::try_to_lock);
     if (!drive.owns_lock()) {  // the loop's thread (it leaves soon) or another caller drives
+      const auto t = std::chrono::steady_clock::now();
+      if ((spin_until && t >= *spin_until) || (end && t >= *end)) {
+        ended = end && t >= *end;
+        break;
+      }
       std::this_thread::yield();
       continue;
     }
     const Owner owner(*this);
     disarm_pollers();  // the loop's thread may have armed them before it slept
+    // A turn reads the clock once (each reading costs tens of nanoseconds, more in a VM, and a
+    // spinning driver's turn is otherwise a few loads).
+    std::optional<std::chrono::steady_clock::time_point> last_turn;
+    bool worked_last_turn = false;
     while (!(finished = done())) {
-      const auto turn = std::chrono::steady_clock::now();  // the turn's one clock reading
+      const auto turn = std::chrono::steady_clock::now();
+      last_turn = turn;
+      // Work keeps the driver spinning, as it keeps the loop's thread polling (poll_briefly): a
+      // large collective's next message comes within a step's time, not the whole operation's.
+      // The spin runs from this reading, the first after the work (which may have taken longer
+      // than the spin).
+      if (worked_last_turn && spin_until) spin_until = turn + poll_before_sleep();
       if (end && turn >= *end) {
         ended = true;
         break;
       }
       const bool worked = run_ready_work(since_epoch(turn));
       const bool ran = run_pollers() || worked;
-      // Work keeps the driver spinning, as it keeps the loop's thread polling (poll_briefly): a
-      // large collective's next message comes within a step's time, not the whole operation's.
-      // The clock is read again: the work itself may have taken longer than the spin.
-      if (ran && spin_until) spin_until = std::chrono::steady_clock::now() + poll_before_sleep();
+      worked_last_turn = ran;
       const bool quiet_spin = loud_watches_ == 0 && dedicated_core();
       int timeout = 0;
-      {
+      if (stopping_.load(std::memory_order_acquire)) break;
+      if (!ran && spin_until && turn >= *spin_until) {
         std::lock_guard lock(mu_);
         if (stopping_) break;
         // Past the spin: sleep in the loop's own wait, woken by a message, a post (driver_asleep_
         // makes posts write driver_wake_fd_, in epoll_) or the next timer's deadline.
-        if (!ran && tasks_.empty() && spin_until && turn >= *spin_until) {
+        if (tasks_.empty()) {
           TimePoint wake_at = timers_.next_deadline();
           if (end) wake_at = std::min(wake_at, since_epoch(*end));
           timeout = ms_until_deadline(wake_at, since_epoch(turn));
@@ -568,8 +583,9 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       }
     }
     // What the finished work posted last (an operation's clean-up) is cheaper to run here than
-    // to wake the loop's thread for.
-    if (finished) run_ready_work();
+    // to wake the loop's thread for. Timers by the last turn's clock: one due since waits for
+    // the next turn, on whichever thread.
+    if (finished) run_ready_work(last_turn ? since_epoch(*last_turn) : now());
     break;
   }
   std::lock_guard lock(mu_);

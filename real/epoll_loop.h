@@ -101,6 +101,7 @@ class EpollLoop final : public Executor {
   // moments ago is not woken for it, since that caller runs it.
   void post_for_driver(Task task);
   TimerId post_after(Duration delay, Task task) override;
+  TimerId post_at(TimePoint at, Task task) override;
   void cancel(TimerId id) override;
 
   // Loop context only. `fd` stays owned by the caller; unwatch it before closing it. Callbacks get
@@ -213,7 +214,16 @@ class EpollLoop final : public Executor {
   // allocates as it is made, and clear() keeps its first block: tasks_ stays allocated too).
   std::vector<Task> spare_batch_;
   TimerQueue timers_;
-  bool stopping_ = false;
+  // What a turn reads before it takes mu_, so that a driver's idle turn takes no lock: whether
+  // tasks_ holds any (set and cleared under mu_), and timers_.next_deadline() (kept under mu_
+  // whenever timers_ changes). A post or timer that a turn misses by reading them a moment too
+  // early is seen by the next turn; the decision to sleep reads tasks_ and timers_ under mu_.
+  std::atomic<bool> queued_{false};
+  std::atomic<Duration::rep> next_due_{TimePoint::max().time_since_epoch().count()};
+  void timers_changed() {  // under mu_
+    next_due_.store(timers_.next_deadline().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+  std::atomic<bool> stopping_{false};  // set under mu_, read anywhere
   std::atomic<bool> busy_poll_{false};
   std::atomic<bool> dedicated_core_{false};
   bool polling_ = false;  // under mu_: the loop is in poll_briefly

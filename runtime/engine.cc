@@ -163,7 +163,7 @@ void Engine::start(std::unique_ptr<Operation> op) {
   ref.deadline = executor_.now() + timeout;
   // Captures no more than fit a task without an allocation. Found by serial: a timeout is rare,
   // and a scan then costs less than a name kept per operation.
-  ref.timer = executor_.post_after(timeout, [this, serial] {
+  ref.timer = executor_.post_at(ref.deadline, [this, serial] {
     const auto it = std::ranges::find_if(
         active_, [serial](const auto& entry) { return entry.second->serial == serial; });
     if (it == active_.end()) return;

@@ -678,6 +678,39 @@ TEST(EpollLoop, ADriverPastItsSpinSleepsUntilAPostWakesIt) {
   EXPECT_EQ(ran_on, std::this_thread::get_id());
 }
 
+// A driver that spins throughout looks at the queue and the timers without the loop's mutex
+// (EpollLoop::queued_, next_due_): a post and a timer from another thread still reach it, and
+// run on its thread.
+TEST(EpollLoop, ASpinningDriverRunsPostsAndTimersFromOtherThreads) {
+  EpollLoop loop;
+  const auto me = std::this_thread::get_id();
+  std::atomic<bool> posted{false}, timed{false}, started{false};
+  std::atomic<bool> posted_here{false}, timed_here{false};
+  std::thread other([&] {
+    while (!started)
+      std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the driver spins by now
+    loop.post([&] {
+      posted_here = std::this_thread::get_id() == me;
+      posted = true;
+    });
+    loop.post_after(std::chrono::milliseconds(5), [&] {
+      timed_here = std::this_thread::get_id() == me;
+      timed = true;
+    });
+  });
+  const bool done = loop.drive_until(
+      [&] {
+        started = true;
+        return posted && timed;
+      },
+      std::nullopt, std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  other.join();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(posted_here);
+  EXPECT_TRUE(timed_here);
+}
+
 // While one caller drives, another gives up at the end of its spin and gets its result from the
 // one driving; afterwards the loop's thread runs posts again.
 TEST(EpollLoop, ACallerThatCannotDriveGivesUpAtTheEndOfItsSpin) {
