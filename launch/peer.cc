@@ -28,6 +28,8 @@ namespace {
 // (docs/performance.md, "The caller drives its loop").
 constexpr std::size_t kSmallDriveBytes = std::size_t{64} << 10;
 constexpr std::size_t kUnknownBytes = std::numeric_limits<std::size_t>::max();
+// A longer poll after work is a core spinning for nothing; a typo (200s for 200us) should fail.
+constexpr Duration kMaxPollBeforeSleep = std::chrono::seconds(1);
 
 // True on a thread while a blocking call starts its operation (Impl::launch): the call waits
 // for it at once. t_blocking_bytes: how many bytes it moves (kUnknownBytes if not known).
@@ -134,11 +136,12 @@ struct Peer::Impl {
     loop.set_dedicated_core(own_core);
     const bool one_host_core_each = own_core && here == cluster.size();
     const bool all = options.caller_drives.value_or(one_host_core_each);
-    // One host, a core each: poll longer before sleeping than a sleeping peer takes to wake
-    // (EpollLoop::set_poll_before_sleep). Elsewhere a longer poll would take the core from a
-    // worker that shares it, or wait out a network's round trip.
-    loop.set_poll_before_sleep(one_host_core_each ? EpollLoop::kOwnCorePollBeforeSleep
-                                                  : EpollLoop::kPollBeforeSleep);
+    // A core of its own: poll longer before sleeping than a sleeping peer takes to wake
+    // (EpollLoop::set_poll_before_sleep), on one host or across hosts, where a reply over TCP
+    // often takes longer than the default too. Where workers share cores a longer poll would
+    // take the core from the others.
+    loop.set_poll_before_sleep(options.poll_before_sleep.value_or(
+        own_core ? EpollLoop::kOwnCorePollBeforeSleep : EpollLoop::kPollBeforeSleep));
     drives.store(all, std::memory_order_relaxed);
     const bool small = !options.caller_drives && !all;
     drive_below.store(all     ? kUnknownBytes
@@ -241,6 +244,20 @@ Peer Peer::from_env(PeerOptions options) {
           fmt::format("KUNGFU_CALLER_DRIVES={}: expected 0 or 1", it->second));
     options.caller_drives = it->second == "1";
   }
+  if (const auto it = env.find("KUNGFU_POLL_BEFORE_SLEEP");
+      it != env.end() && !options.poll_before_sleep) {
+    Duration poll;
+    try {
+      poll = parse_duration(it->second, UnitStyle::strict);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(
+          fmt::format("KUNGFU_POLL_BEFORE_SLEEP={}: {}", it->second, e.what()));
+    }
+    if (poll > kMaxPollBeforeSleep)
+      throw std::invalid_argument(
+          fmt::format("KUNGFU_POLL_BEFORE_SLEEP={}: at most 1s", it->second));
+    options.poll_before_sleep = poll;
+  }
   if (const auto it = env.find("KUNGFU_TCP_DUPLEX"); it != env.end()) {
     if (it->second != "0" && it->second != "1")
       throw std::invalid_argument(fmt::format("KUNGFU_TCP_DUPLEX={}: expected 0 or 1", it->second));
@@ -297,6 +314,11 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   }
   if (p.config.strategy) p.options.engine.strategy = *p.config.strategy;
   p.configured = p.options.engine.strategy;
+  if (p.options.poll_before_sleep && (*p.options.poll_before_sleep < Duration::zero() ||
+                                      *p.options.poll_before_sleep > kMaxPollBeforeSleep))
+    throw std::invalid_argument(
+        fmt::format("PeerOptions::poll_before_sleep: {} us, expected 0 to 1s",
+                    to_seconds(*p.options.poll_before_sleep) * 1e6));
   p.loop.set_busy_poll(p.options.busy_poll);  // no other thread has posted yet
   p.options.engine.auto_doubling_bytes = p.options.auto_doubling_bytes.value_or(
       p.options.busy_poll ? kBusyPollAutoDoublingBytes : p.options.engine.auto_doubling_bytes);

@@ -55,6 +55,12 @@ struct PeerOptions {
   // the kernel's TCP work) need, which costs large collectives more than it saves them
   // (docs/performance.md has the measurements). from_env: KUNGFU_CALLER_DRIVES=0 or 1.
   std::optional<bool> caller_drives;
+  // How long the loop's thread and a waiting caller poll after work before they sleep
+  // (EpollLoop::set_poll_before_sleep). Unset: EpollLoop::kOwnCorePollBeforeSleep where the
+  // worker's host has a core for each of its workers (a sleeping peer takes longer to wake, and a
+  // reply over TCP longer to come, than the default lasts), else EpollLoop::kPollBeforeSleep.
+  // from_env: KUNGFU_POLL_BEFORE_SLEEP (a duration with its unit, e.g. 200us; at most 1s).
+  std::optional<Duration> poll_before_sleep;
   // AUTO's allreduces of at most this many bytes go by recursive doubling (the engine's
   // auto_doubling_bytes). Unset: kBusyPollAutoDoublingBytes with busy_poll, else engine's own.
   // from_env: KUNGFU_AUTO_DOUBLING (a size, e.g. 4K; 0: never) when not set here.

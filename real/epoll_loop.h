@@ -78,9 +78,9 @@ class EpollLoop final : public Executor {
   bool dedicated_core() const { return dedicated_core_.load(std::memory_order_relaxed); }
 
   // How long the loop's thread and a driver poll after work before they sleep, kPollBeforeSleep
-  // unless set. Where every peer is on this host and each worker has a core, kf::Peer sets
-  // kOwnCorePollBeforeSleep: a sleeping worker there takes longer to wake (rung by a doorbell or
-  // its socket) than the default poll lasts, so two workers that each fell asleep before the
+  // unless set. Where each worker of a host has a core, kf::Peer sets kOwnCorePollBeforeSleep: a
+  // sleeping worker takes longer to wake (rung by a doorbell or its socket) than the default poll
+  // lasts, and a reply over TCP longer to come, so two workers that each fell asleep before the
   // other's message came could go on waking each other for every call.
   void set_poll_before_sleep(Duration poll) {
     poll_before_sleep_.store(poll.count(), std::memory_order_relaxed);

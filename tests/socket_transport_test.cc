@@ -555,6 +555,15 @@ TEST(Peer, ABadBusyPollSettingIsAClearError) {
   expect_env_error("KUNGFU_BUSY_POLL", "yes", "expected 0 or 1");
 }
 
+TEST(Peer, ABadPollBeforeSleepSettingIsAClearError) {
+  expect_env_error("KUNGFU_POLL_BEFORE_SLEEP", "200", "");  // a unit is required
+  expect_env_error("KUNGFU_POLL_BEFORE_SLEEP", "5s", "at most 1s");
+  PeerOptions options;
+  options.poll_before_sleep = std::chrono::microseconds(-1);
+  EXPECT_THROW(Peer(WorkerConfig{.cluster = ClusterSpec::local(1, 1), .rank = 0}, options),
+               std::invalid_argument);
+}
+
 TEST(Peer, ABadTcpDuplexSettingIsAClearError) {
   expect_env_error("KUNGFU_TCP_DUPLEX", "on", "expected 0 or 1");
 }
