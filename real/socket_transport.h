@@ -171,6 +171,9 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   // Into c's ring at once, without a queue entry (c's queue is empty and the payload not lent);
   // what does not fit is queued.
   void write_ring(Conn& c, Message&& message);
+  // The same for a socket: one write of the prefix and the payload; what the socket does not take
+  // is queued. May close c (a failed write).
+  void write_socket(Conn& c, Message&& message);
   // After writing to c's ring: publishes, rings the doorbell of a sleeping reader, and looks
   // again soon if the ring was full.
   void after_ring_write(Conn& c);

@@ -1,7 +1,8 @@
 // SocketTransport's writing: send queues a message on the destination's connection (or until
 // that connection is established), enqueue encodes it (lending its payload when the connection
-// allows), and flush writes the queue by scatter/gather without copying payloads. A message for a
-// shared-memory ring with nothing queued before it goes straight into the ring. During
+// allows), and flush writes the queue by scatter/gather without copying payloads. A small message
+// with nothing queued before it goes straight into its shared-memory ring or socket, its prefix
+// encoded on the stack, so that it allocates nothing. During
 // shutdown, a connection whose queue (its bye last) is out is shut for writing.
 #include "real/socket_transport.h"
 
@@ -43,6 +44,9 @@ constexpr Duration kRingRetry = std::chrono::microseconds(20);
 // A message to a ring with a name up to this long goes straight in, its prefix encoded on the
 // stack, when nothing is queued before it.
 constexpr std::size_t kStackNameBytes = 256;
+// So does one to a socket, with a payload up to this size, in one write of its prefix and payload
+// (a larger one goes by the queue, whose flushes share the loop's thread with the reading).
+constexpr std::size_t kDirectPayloadBytes = kTcpShortTail;
 
 }  // namespace
 
@@ -67,10 +71,15 @@ void SocketTransport::send(int destination, Message&& message) {
     return;
   }
   Conn& c = *it->second;
-  if (c.writes_ring() && c.out.empty() && !lends(c, message) &&
-      message.header.name.size() <= kStackNameBytes) {
-    write_ring(c, std::move(message));
-    return;
+  if (c.out.empty() && !lends(c, message) && message.header.name.size() <= kStackNameBytes) {
+    if (c.writes_ring()) {
+      write_ring(c, std::move(message));
+      return;
+    }
+    if (message.payload.size() <= kDirectPayloadBytes) {
+      write_socket(c, std::move(message));
+      return;
+    }
   }
   enqueue(c, std::move(message));
   if (c.out.size() == 1) flush(c);
@@ -99,6 +108,29 @@ void SocketTransport::write_ring(Conn& c, Message&& message) {
     c.out_offset = written;
   }
   after_ring_write(c);
+}
+
+void SocketTransport::write_socket(Conn& c, Message&& message) {
+  std::array<std::byte, wire::kHeaderBytes + kStackNameBytes> buffer;
+  const std::size_t prefix_size = wire::encode_prefix(message, buffer);
+  const std::size_t payload_size = message.payload.is_phantom() ? 0 : message.payload.size();
+  iovec iov[2] = {{buffer.data(), prefix_size},
+                  {const_cast<std::byte*>(message.payload.data()), payload_size}};
+  ssize_t n;
+  do {
+    n = c.write_iov(iov, payload_size > 0 ? 2 : 1);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+    close(c.id, fmt::format("write to {} failed: {}", c.address, c.io_error(errno)));
+    return;
+  }
+  const auto written = static_cast<std::size_t>(std::max<ssize_t>(n, 0));
+  if (written == prefix_size + payload_size) return;
+  // The socket is full: the rest waits in the queue, as flush would have left it.
+  c.out.push_back(
+      {std::vector<std::byte>(buffer.data(), buffer.data() + prefix_size), std::move(message)});
+  c.out_offset = written;
+  update_interest(c);
 }
 
 void SocketTransport::enqueue(Conn& c, Message message) {

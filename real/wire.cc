@@ -143,7 +143,7 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
   } else if (lent_frame_) {
     lent_size_ = static_cast<std::size_t>(payload_len);  // the bytes stay with the sender
   } else {
-    current_.payload.bytes().resize(static_cast<std::size_t>(payload_len));
+    current_.payload.fill(static_cast<std::size_t>(payload_len));
   }
   state_ = State::name;
   if (name_len_ == 0) after_name(out);
@@ -217,8 +217,8 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
 
 std::span<std::byte> FrameDecoder::direct_target() {
   if (state_ != State::payload || current_.payload.is_phantom()) return {};
-  auto& b = current_.payload.bytes();
-  return std::span<std::byte>(b).subspan(payload_fill_);
+  return std::span<std::byte>(current_.payload.own_data(), current_.payload.size())
+      .subspan(payload_fill_);
 }
 
 void FrameDecoder::commit(std::size_t n, std::vector<Message>& out) {

@@ -330,7 +330,7 @@ void Engine::send(int destination, Message&& message) {
   transport_.send(destination, std::move(message));
 }
 
-Operation* Engine::find_active(const std::string& name) {
+Operation* Engine::find_active(std::string_view name) {
   if (last_found_ != nullptr && last_found_->name() == name) return last_found_;
   const auto it = active_.find(name);
   if (it == active_.end()) return nullptr;
@@ -370,18 +370,18 @@ void Engine::on_message(int source, Message&& message) {
     return;
   }
   // Early: its operation has not started here yet (or this is the next instance of the name).
-  // The name moves into the mailbox key (a long one would cost an allocation to copy): operations
-  // match by the key and the header's other fields, never by the header's name.
+  // A kept node's key takes the name into the room its last name left, so a steady run copies
+  // it without allocating.
   const bool remote = message.payload.is_remote();
-  std::string name = std::move(message.header.name);
+  const std::string_view name = message.header.name;
   auto queue = mailbox_.find(name);
   if (queue == mailbox_.end()) {
     if (spare_mailbox_.empty()) {
-      queue = mailbox_.try_emplace(std::move(name)).first;
+      queue = mailbox_.try_emplace(std::string(name)).first;
     } else {
       auto node = std::move(spare_mailbox_.back());
       spare_mailbox_.pop_back();
-      node.key() = std::move(name);
+      node.key().assign(name);
       queue = mailbox_.insert(std::move(node)).position;
     }
   }
@@ -415,7 +415,7 @@ void Engine::materialize_held() {
 }
 
 void Engine::on_p2p_request(int source, Message request) {
-  const auto blob = blobs_.get(request.header.name, request.header.version);
+  const auto blob = blobs_.get(request.header.name.str(), request.header.version);
   Message reply;
   reply.header.kind = MessageKind::p2p_response;
   reply.header.name = fmt::format("kf.p2p/{}", request.header.tag);

@@ -135,15 +135,22 @@ class Engine {
   // In-flight operations by name; the key views the operation's own name, which lives as long as
   // the entry.
   using Active = std::unordered_map<std::string_view, std::unique_ptr<Operation>>;
-  // Messages that arrived before their operation started, by name, in arrival order.
-  using Mailbox = std::unordered_map<std::string, std::deque<Stashed>>;
+  // Messages that arrived before their operation started, by name, in arrival order. Looked up
+  // by a view, so that a message's name is not copied to find its queue.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const noexcept {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
+  using Mailbox = std::unordered_map<std::string, std::deque<Stashed>, NameHash, std::equal_to<>>;
 
   std::shared_ptr<const CompiledStrategy> with_algorithm(
       const std::shared_ptr<const CompiledStrategy>& strategy, Algorithm algorithm,
       std::shared_ptr<const CompiledStrategy>& cached);
 
   void on_message(int source, Message&& message);
-  Operation* find_active(const std::string& name);  // in active_, or null
+  Operation* find_active(std::string_view name);  // in active_, or null
   void on_peer_lost(int peer, Status why);
   void on_p2p_request(int source, Message request);
   void deliver_stashed(Operation& op);

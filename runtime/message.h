@@ -3,14 +3,17 @@
 // time in the simulated world but carries no data. C++17: included by world glue.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/message_name.h"
 #include "runtime/payload_pool.h"
 
 namespace kf {
@@ -28,7 +31,7 @@ inline constexpr std::uint32_t kFlagNotFound = 1u << 0;
 struct MessageHeader {
   MessageKind kind = MessageKind::collective;
   std::uint32_t flags = 0;
-  std::string name;           // collective name, or blob name for p2p
+  MessageName name;           // collective name, or blob name for p2p
   std::uint32_t chunk = 0;    // which chunk of the collective
   std::uint32_t step = 0;     // which algorithm step (e.g. reduce = 0 / broadcast = 1 for graphs)
   std::uint64_t tag = 0;      // p2p: request id; otherwise unused
@@ -113,11 +116,18 @@ struct PayloadFailure {
 //   remote   bytes in another process on this host, read on demand (PayloadSource).
 class Payload {
  public:
+  // Own bytes up to this many are held in the payload itself, not allocated: a small message
+  // (a policy's vote, a barrier, an 8-byte gradient sum) then costs its sender and its receiver
+  // no call into the allocator.
+  static constexpr std::size_t kInlineBytes = 32;
+
   Payload() = default;
   explicit Payload(PayloadBytes bytes) : bytes_(std::move(bytes)) {}
   explicit Payload(const std::vector<std::byte>& bytes) : bytes_(bytes.begin(), bytes.end()) {}
   static Payload copy_of(const std::byte* data, std::size_t size) {
-    return Payload(PayloadBytes(data, data + size));
+    Payload p;
+    if (size > 0) std::memcpy(p.fill(size), data, size);
+    return p;
   }
   static Payload phantom(std::size_t size) {
     Payload p;
@@ -162,13 +172,32 @@ class Payload {
   }
   bool lender_lost() const { return failed() && at_.failure->lender_lost; }
   std::size_t size() const {
-    if (kind_ == Kind::phantom) return size_;
+    if (kind_ == Kind::phantom || kind_ == Kind::small) return size_;
     // A payload moved from keeps its kind but not its holder: it is empty then.
     return kind_ != Kind::own && holder_ != nullptr ? size_ : bytes_.size();
   }
   // Own or borrowed bytes; a remote payload has none until materialize().
-  const std::byte* data() const { return is_borrowed() ? at_.borrowed : bytes_.data(); }
-  PayloadBytes& bytes() { return bytes_; }  // own bytes only (to fill them)
+  const std::byte* data() const {
+    if (kind_ == Kind::small) return small_.data();
+    return is_borrowed() ? at_.borrowed : bytes_.data();
+  }
+  // Makes a fresh (default) payload own `size` bytes, left uninitialised, and returns them to be
+  // filled: held inline up to kInlineBytes, allocated beyond. The bytes move with the payload
+  // when they are inline, so a pointer to them lasts only until it is moved.
+  std::byte* fill(std::size_t size) {
+    if (size <= kInlineBytes) {
+      kind_ = Kind::small;
+      size_ = size;
+      return small_.data();
+    }
+    bytes_.resize(size);
+    return bytes_.data();
+  }
+  // The own bytes of a payload being filled (after fill()); null for the other kinds.
+  std::byte* own_data() {
+    if (kind_ == Kind::small) return small_.data();
+    return kind_ == Kind::own ? bytes_.data() : nullptr;
+  }
   // Identifies the owner of borrowed bytes (Transport::reclaim); null otherwise.
   const void* lender() const { return is_borrowed() ? holder_.get() : nullptr; }
   PayloadSource* source() const { return is_remote() ? at_.source : nullptr; }
@@ -199,11 +228,12 @@ class Payload {
   }
 
  private:
-  // Every message carries one, and a simulated one is moved several times on its way: the five
-  // kinds share their fields, so a Payload is 64 bytes and its moves copy a few words.
-  enum class Kind : std::uint8_t { own, phantom, borrowed, remote, failed };
+  // Every message carries one, and a simulated one is moved several times on its way: the kinds
+  // share their fields, so a Payload is 96 bytes (32 of them inline bytes) and a move copies them.
+  //   own    bytes_ (allocated);  small  small_ (inline, size_ of them).
+  enum class Kind : std::uint8_t { own, small, phantom, borrowed, remote, failed };
   Kind kind_ = Kind::own;
-  std::size_t size_ = 0;  // phantom, borrowed, remote or failed
+  std::size_t size_ = 0;  // small, phantom, borrowed, remote or failed
   union {
     const std::byte* borrowed;
     PayloadSource* source;          // held by holder_
@@ -212,6 +242,7 @@ class Payload {
   // What keeps the rest alive: the loan (borrowed), the source (remote) or the failure (failed).
   std::shared_ptr<const void> holder_;
   PayloadBytes bytes_;
+  std::array<std::byte, kInlineBytes> small_{};
 };
 
 struct Message {
