@@ -88,6 +88,12 @@ class EpollLoop final : public Executor {
   Duration poll_before_sleep() const {
     return Duration(poll_before_sleep_.load(std::memory_order_relaxed));
   }
+  // True while the loop's thread polls after work, before it sleeps: posts then need no wake-up.
+  // For tests and diagnostics.
+  bool polling() const {
+    std::lock_guard lock(mu_);
+    return polling_;
+  }
   static constexpr Duration kPollBeforeSleep = std::chrono::microseconds(50);
   static constexpr Duration kOwnCorePollBeforeSleep = std::chrono::microseconds(200);
 
