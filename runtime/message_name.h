@@ -20,7 +20,6 @@
 namespace kf {
 
 // Up to kInlineChars characters inside, more on the heap. A moved-from name is empty.
-
 class MessageName {
  public:
   static constexpr std::size_t kInlineChars = 24;
