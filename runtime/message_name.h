@@ -67,7 +67,7 @@ class MessageName {
   void append(const char* s, std::size_t n) {
     if (size_ + n > capacity_)
       reserve(std::max<std::size_t>(size_ + n, 2 * std::size_t{capacity_}));
-    std::memcpy(writable() + size_, s, n);
+    std::memmove(writable() + size_, s, n);  // s may lie in this name (an assigned view of it)
     size_ += static_cast<std::uint32_t>(n);
   }
   void clear() noexcept { size_ = 0; }

@@ -77,6 +77,12 @@ TEST(MessageName, AppendsPastTheInlineLimitKeepingWhatItHolds) {
     want += piece;
     ASSERT_EQ(name, want);
   }
+  name = name.view().substr(1, 30);  // a view of itself, heap to heap
+  EXPECT_EQ(name, want.substr(1, 30));
+  MessageName small;
+  small = "abcdef";
+  small = small.view().substr(2);  // inline, overlapping
+  EXPECT_EQ(small, "cdef");
   name.clear();
   EXPECT_TRUE(name.empty());
   name.reserve(10);  // keeps its room; holds nothing
