@@ -933,8 +933,8 @@ TEST(Peer, CallersDrivingTheLoopRunCollectivesOverUnixAndTcp) {
     bool one_host;
   };
   for (const Mode mode : {Mode{true, 1, false}, Mode{false, 1, false}, Mode{true, 64, false},
-                          Mode{std::nullopt, 64, true}, Mode{std::nullopt, 1, false},
-                          Mode{std::nullopt, 64, false}}) {
+                          Mode{std::nullopt, 64, true}, Mode{std::nullopt, 2, true},
+                          Mode{std::nullopt, 1, false}, Mode{std::nullopt, 64, false}}) {
     const bool drives = mode.drives.value_or(true);
     const auto base = free_port_base(3);
     ClusterSpec cluster = mixed_cluster(base);
@@ -1093,6 +1093,34 @@ TEST(Peer, ASmallAsyncCallStartsAtTheNextWaitOrWhenTheLoopsThreadTakesOver) {
       if (!h.ready() || !h.wait().ok() || x[1] != 3.0f) ++wrong;
     });
     EXPECT_EQ(wrong, 0) << "host_cores " << host_cores;
+  }
+}
+
+// Who runs the loop while a call is waited for, by default: on one host whose workers each have
+// a core every wait drives (Handle::drives() says so for an async call, which no blocking mark
+// sizes); where they share cores, or across hosts, only blocking calls of at most 64 KiB do, so
+// an async call's wait leaves the work to the loop's thread. Either way the calls complete.
+TEST(Peer, EveryWaitDrivesOnOneHostWithACoreEachAndSmallBlockingCallsElsewhere) {
+  struct Mode {
+    int host_cores;  // for 3 workers
+    bool one_host;
+  };
+  for (const Mode mode :
+       {Mode{64, true}, Mode{2, true}, Mode{1, true}, Mode{64, false}, Mode{1, false}}) {
+    const auto base = free_port_base(3);
+    const ClusterSpec cluster = mode.one_host ? ClusterSpec::local(3, base) : mixed_cluster(base);
+    PeerOptions options;
+    options.engine.host_cores = mode.host_cores;
+    std::atomic<int> wrong{0};
+    on_every_peer(cluster, options, [&](Peer& peer) {
+      std::vector<float> x(1u << 16, static_cast<float>(peer.rank() + 1));
+      const auto v = BufferView::of(std::span<float>(x), DType::f32);
+      const Handle h = peer.allreduce_async(v, v, ReduceOp::sum, "who-drives");
+      if (h.drives() != (mode.one_host && mode.host_cores >= 3)) ++wrong;
+      if (!h.wait().ok() || x.back() != 6.0f) ++wrong;
+    });
+    EXPECT_EQ(wrong, 0) << "host_cores " << mode.host_cores
+                        << (mode.one_host ? ", one host" : ", hosts apart");
   }
 }
 
