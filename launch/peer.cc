@@ -22,9 +22,9 @@
 namespace kf {
 
 namespace {
-// Where a host's workers outnumber its cores, or the job spans hosts (TCP), a caller drives the
-// loop (by default) only for blocking calls of at most this many bytes: there it takes less
-// than half their time, while larger ones were as fast or faster on the loop's thread
+// Where the job spans hosts (TCP), or a host has more than two workers a core, a caller drives the
+// loop (by default) only for blocking calls of at most this many bytes: there it takes less than
+// half their time, while larger ones were as fast or faster on the loop's thread
 // (docs/performance.md, "The caller drives its loop").
 constexpr std::size_t kSmallDriveBytes = std::size_t{64} << 10;
 constexpr std::size_t kUnknownBytes = std::numeric_limits<std::size_t>::max();
@@ -77,10 +77,10 @@ std::optional<Status> Handle::wait_until_done(std::optional<Duration> limit) con
   const auto start = std::chrono::steady_clock::now();
   const auto end = limit ? std::optional(start + *limit) : std::nullopt;
   const auto past = [&end] { return end && std::chrono::steady_clock::now() >= *end; };
-  // As long as the loop polls after work: a wait that drives it runs that poll, and one that
-  // does not spins the default.
+  // As long as a driver polls after work: a wait that drives runs that poll, and one that does
+  // not spins the default.
   auto spin_until =
-      start + (loop_ != nullptr ? loop_->poll_before_sleep() : EpollLoop::kPollBeforeSleep);
+      start + (loop_ != nullptr ? loop_->driver_poll_before_sleep() : EpollLoop::kPollBeforeSleep);
   if (end) spin_until = std::min(spin_until, *end);
   if (loop_ != nullptr && !loop_->in_loop_thread()) {
     // The limit ends the drive from the turn's own clock reading: a timer for it would wake the
@@ -129,24 +129,39 @@ struct Peer::Impl {
   // Whether this worker has a core of its own in `cluster`, and what follows from it: how the
   // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives: by default
   // every wait in a job on one host whose workers each have a core, where every peer is reached
-  // through a shared-memory ring; elsewhere blocking calls of at most kSmallDriveBytes).
+  // through a shared-memory ring; every blocking call on one host with two workers a core at
+  // most; elsewhere blocking calls of at most kSmallDriveBytes).
   void fit_cores(const ClusterSpec& cluster, int rank) {
     const int here = cluster.local_size(rank);
     const bool own_core = here <= options.engine.host_cores;
+    const bool one_host = here == cluster.size();
+    // More than two workers a core: a driver's yield goes round several idle drivers before it
+    // reaches the one with bytes to move, and large collectives there were faster on the loops'
+    // threads (docs/performance.md, "Blocking calls drive on shared cores").
+    const bool crowded = here > 2 * options.engine.host_cores;
     loop.set_dedicated_core(own_core);
-    const bool one_host_core_each = own_core && here == cluster.size();
-    const bool all = options.caller_drives.value_or(one_host_core_each);
+    const bool all = options.caller_drives.value_or(own_core && one_host);
     // A core of its own: poll longer before sleeping than a sleeping peer takes to wake
     // (EpollLoop::set_poll_before_sleep), on one host or across hosts, where a reply over TCP
-    // often takes longer than the default too. Where workers share cores a longer poll would
-    // take the core from the others.
-    loop.set_poll_before_sleep(options.poll_before_sleep.value_or(
-        own_core ? EpollLoop::kOwnCorePollBeforeSleep : EpollLoop::kPollBeforeSleep));
+    // often takes longer than the default too. Where workers share cores the loop's thread polls
+    // briefly, as a longer poll would take the core from the others (and the compute beside
+    // them), but a driver on one host, which waits anyway, polls as long as the other workers of
+    // its core take to run their turn (it yields the core on each idle turn): a driver that
+    // slept between a collective's steps would be woken for nearly every step.
+    const Duration poll =
+        own_core ? EpollLoop::kOwnCorePollBeforeSleep : EpollLoop::kPollBeforeSleep;
+    loop.set_poll_before_sleep(options.poll_before_sleep.value_or(poll));
+    loop.set_driver_poll_before_sleep(
+        options.poll_before_sleep.value_or(one_host ? EpollLoop::kOwnCorePollBeforeSleep : poll));
     drives.store(all, std::memory_order_relaxed);
-    const bool small = !options.caller_drives && !all;
-    drive_below.store(all     ? kUnknownBytes
-                      : small ? kSmallDriveBytes + 1
-                              : 0,
+    // Unset and not every wait: every blocking call on one host (shared cores, not crowded),
+    // else the small ones. An async call's wait leaves the work to the loop's thread there:
+    // DDP's buckets were slower when their waits drove.
+    const bool blocking = !options.caller_drives && !all;
+    drive_below.store(all                                ? kUnknownBytes
+                      : blocking && one_host && !crowded ? kUnknownBytes
+                      : blocking                         ? kSmallDriveBytes + 1
+                                                         : 0,
                       std::memory_order_relaxed);
     // Through a shared-memory ring, payloads up to the ring's size stream through it where every
     // worker has a core (the writer and the reader copy at once), up to half of it where they
@@ -184,8 +199,8 @@ struct Peer::Impl {
   // as it is usually waited for at once (torch.distributed's calls are async calls waited for at
   // once), or for the loop's thread when the last driver's linger ends (kDriverLinger) if no
   // wait comes first; a larger one wakes the loop's thread, as its start should not wait (DDP's
-  // buckets, a pipeline's overlap). Where only small blocking calls drive (shared cores, hosts
-  // apart), async calls do not: there a driver's linger holds back the messages the loop's
+  // buckets, a pipeline's overlap). Where only blocking calls drive (shared cores, hosts apart),
+  // async calls do not: there a driver's linger holds back the messages the loop's
   // thread would have served meanwhile, and DDP with a barrier every step was slower when small
   // async calls drove (docs/performance.md, "From PyTorch").
   // `start` is held by the posted task as it is (one allocation, where a std::function of it

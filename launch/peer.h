@@ -50,15 +50,19 @@ struct PeerOptions {
   // the loop's thread sleeps meanwhile (real/epoll_loop.h). It spins first as wait() would
   // (throughout, with busy_poll), then sleeps in the loop's own wait. true: every wait drives;
   // false: none. Unset: every wait in a job on one host whose workers each have a core (they do
-  // not outnumber engine.host_cores); where they share cores, or across hosts, only blocking
-  // calls of at most 64 KiB. There a spinning caller holds a core that other workers' loops (or
-  // the kernel's TCP work) need, which costs large collectives more than it saves them
-  // (docs/performance.md has the measurements). from_env: KUNGFU_CALLER_DRIVES=0 or 1.
+  // not outnumber engine.host_cores); on one host with at most two workers a core, every
+  // blocking call (a driver yields its core on each idle turn, as Open MPI's ranks do) but not an
+  // async call's wait (DDP's buckets were slower so); across hosts, or with more workers a core,
+  // only blocking calls of at most 64 KiB. There a spinning caller holds a core that other
+  // workers' loops (or the kernel's TCP work) need, which costs large collectives more than it
+  // saves them (docs/performance.md has the measurements). from_env: KUNGFU_CALLER_DRIVES=0 or 1.
   std::optional<bool> caller_drives;
   // How long the loop's thread and a waiting caller poll after work before they sleep
   // (EpollLoop::set_poll_before_sleep). Unset: EpollLoop::kOwnCorePollBeforeSleep where the
   // worker's host has a core for each of its workers (a sleeping peer takes longer to wake, and a
-  // reply over TCP longer to come, than the default lasts), else EpollLoop::kPollBeforeSleep.
+  // reply over TCP longer to come, than the default lasts), else EpollLoop::kPollBeforeSleep; a
+  // waiting caller on one host polls kOwnCorePollBeforeSleep either way (the other workers of a
+  // shared core take longer to run their turn). Set: the loop's thread and callers alike.
   // from_env: KUNGFU_POLL_BEFORE_SLEEP (a duration with its unit, e.g. 200us; at most 1s).
   std::optional<Duration> poll_before_sleep;
   // AUTO's allreduces of at most this many bytes go by recursive doubling (the engine's

@@ -529,7 +529,7 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
       // large collective's next message comes within a step's time, not the whole operation's.
       // The spin runs from this reading, the first after the work (which may have taken longer
       // than the spin).
-      if (worked_last_turn && spin_until) spin_until = turn + poll_before_sleep();
+      if (worked_last_turn && spin_until) spin_until = turn + driver_poll_before_sleep();
       if (end && turn >= *end) {
         ended = true;
         break;

@@ -81,18 +81,34 @@ class EpollLoop final : public Executor {
   // unless set. Where each worker of a host has a core, kf::Peer sets kOwnCorePollBeforeSleep: a
   // sleeping worker takes longer to wake (rung by a doorbell or its socket) than the default poll
   // lasts, and a reply over TCP longer to come, so two workers that each fell asleep before the
-  // other's message came could go on waking each other for every call.
+  // other's message came could go on waking each other for every call. Sets a driver's poll too.
   void set_poll_before_sleep(Duration poll) {
     poll_before_sleep_.store(poll.count(), std::memory_order_relaxed);
+    driver_poll_before_sleep_.store(poll.count(), std::memory_order_relaxed);
   }
   Duration poll_before_sleep() const {
     return Duration(poll_before_sleep_.load(std::memory_order_relaxed));
+  }
+  // A driver's alone (drive_until; call it after set_poll_before_sleep): a caller that waits has
+  // nothing else to run, so where the loop's thread should poll briefly for the compute beside it,
+  // a driver may still poll as long as the other workers of its core take to run their turn.
+  void set_driver_poll_before_sleep(Duration poll) {
+    driver_poll_before_sleep_.store(poll.count(), std::memory_order_relaxed);
+  }
+  Duration driver_poll_before_sleep() const {
+    return Duration(driver_poll_before_sleep_.load(std::memory_order_relaxed));
   }
   // True while the loop's thread polls after work, before it sleeps: posts then need no wake-up.
   // For tests and diagnostics.
   bool polling() const {
     std::lock_guard lock(mu_);
     return polling_;
+  }
+  // True while a driver sleeps in the loop's wait, past its poll after work. For tests and
+  // diagnostics.
+  bool driver_asleep() const {
+    std::lock_guard lock(mu_);
+    return driver_asleep_;
   }
   static constexpr Duration kPollBeforeSleep = std::chrono::microseconds(50);
   static constexpr Duration kOwnCorePollBeforeSleep = std::chrono::microseconds(200);
@@ -133,9 +149,9 @@ class EpollLoop final : public Executor {
 
   // Runs the loop's work on the calling thread until done() is true, stop() is called or `end`
   // (if set) has passed, and returns done(). Until `spin_until` (always, if nullopt), pushed back
-  // to poll_before_sleep() after each turn that found work, it polls; after it, it sleeps in the
-  // loop's own wait, woken by a message, a post, a timer or `end`, as the loop's thread would. If
-  // another thread drives the loop meanwhile, the caller waits its turn only until `spin_until`
+  // to driver_poll_before_sleep() after each turn that found work, it polls; after it, it sleeps in
+  // the loop's own wait, woken by a message, a post, a timer or `end`, as the loop's thread would.
+  // If another thread drives the loop meanwhile, the caller waits its turn only until `spin_until`
   // (or `end`), then returns false (it must wait for its result by other means; the loop's
   // thread takes over). A drive ended by `end` leaves the loop lingering, as one that finished
   // does: the caller stops waiting, it does not go on waiting without driving. `end` is read
@@ -251,6 +267,7 @@ class EpollLoop final : public Executor {
   Duration driver_linger_ = kDriverLinger;  // under mu_: set_driver_linger
   static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
   std::atomic<Duration::rep> poll_before_sleep_{kPollBeforeSleep.count()};
+  std::atomic<Duration::rep> driver_poll_before_sleep_{kPollBeforeSleep.count()};
   TimePoint armed_ = TimePoint::max();
   // Loop context only.
   std::unordered_map<WatchId, Watch> watches_;

@@ -831,6 +831,46 @@ TEST(EpollLoop, TheLoopPollsAfterWorkForItsPollBeforeSleep) {
   }
 }
 
+// A driver polls after work for driver_poll_before_sleep(), which set_poll_before_sleep sets too
+// and set_driver_poll_before_sleep alone changes (kf::Peer's drivers on one host poll longer
+// than its loop's thread there). With 1 s, a driver is still polling 100 ms after its work;
+// with the loop's 50 us, it falls asleep. A post wakes it either way.
+TEST(EpollLoop, ADriverPollsAfterWorkForItsOwnPollBeforeSleep) {
+  for (const bool long_poll : {true, false}) {
+    EpollLoop loop;
+    loop.set_poll_before_sleep(std::chrono::microseconds(50));
+    if (long_poll) loop.set_driver_poll_before_sleep(std::chrono::seconds(1));
+    EXPECT_EQ(loop.poll_before_sleep(), std::chrono::microseconds(50));
+    EXPECT_EQ(loop.driver_poll_before_sleep(), long_poll ? Duration(std::chrono::seconds(1))
+                                                         : Duration(std::chrono::microseconds(50)));
+    std::atomic<bool> posted{false}, worked{false}, stop{false};
+    bool asleep_at_100ms = false, fell_asleep = false;
+    std::thread observer([&] {
+      while (!worked)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      asleep_at_100ms = loop.driver_asleep();
+      fell_asleep = eventually([&] { return loop.driver_asleep(); }, std::chrono::seconds(5));
+      loop.post([&] { stop = true; });
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const bool done = loop.drive_until(
+        [&] {
+          // The driver's work: a post from its own thread, run on its next turn.
+          if (loop.in_loop_thread() && !posted.exchange(true)) loop.post([&] { worked = true; });
+          return stop.load();
+        },
+        start + std::chrono::milliseconds(10), start + std::chrono::seconds(20));
+    observer.join();
+    EXPECT_TRUE(done);
+    if (long_poll) {
+      EXPECT_FALSE(asleep_at_100ms);
+    } else {
+      EXPECT_TRUE(fell_asleep);
+    }
+  }
+}
+
 // After a caller drove, the loop lingers for the next driver: a post marked for a driver waits
 // for one (and runs on it), while a plain post (an async call nobody waits for yet) wakes the
 // loop's own thread.
@@ -924,8 +964,9 @@ TEST(EpollLoop, ADriverLeavingUnwrittenBytesHandsTheLoopBackAtOnce) {
 // turns driving). On shared cores (one core: ranks 0 and 1 share it), and as if each had a
 // core of its own: a driver then keeps its core, and where all its connections are rings (one
 // host) it looks at their quiet sockets only now and then; a TCP connection keeps it looking at
-// every turn. Unset, across hosts or on shared cores, the small calls drive and the large one
-// and the async ones run on the loop's thread, handing the loop over between them.
+// every turn. Unset, across hosts, the small calls drive and the large one and the async ones
+// run on the loop's thread, handing the loop over between them; on one host with two workers a
+// core every blocking call drives, and the async ones run on the loop's thread.
 TEST(Peer, CallersDrivingTheLoopRunCollectivesOverUnixAndTcp) {
   struct Mode {
     std::optional<bool> drives;
@@ -1096,28 +1137,44 @@ TEST(Peer, ASmallAsyncCallStartsAtTheNextWaitOrWhenTheLoopsThreadTakesOver) {
   }
 }
 
-// Who runs the loop while a call is waited for, by default: on one host whose workers each have
-// a core every wait drives (Handle::drives() says so for an async call, which no blocking mark
-// sizes); where they share cores, or across hosts, only blocking calls of at most 64 KiB do, so
-// an async call's wait leaves the work to the loop's thread. Either way the calls complete.
-TEST(Peer, EveryWaitDrivesOnOneHostWithACoreEachAndSmallBlockingCallsElsewhere) {
+// Who runs the loop while a call is waited for, by default (Handle::drives()): on one host whose
+// workers each have a core, every wait; on one host with two workers a core at most, every
+// blocking call (a Peer::BlockingCall mark sizes it), not an async call's wait; across hosts, or
+// with more workers a core, only blocking calls of at most 64 KiB. Every call completes.
+TEST(Peer, WhoDrivesTheLoopByDefaultFollowsTheHostsAndTheirCores) {
   struct Mode {
     int host_cores;  // for 3 workers
     bool one_host;
   };
   for (const Mode mode :
        {Mode{64, true}, Mode{2, true}, Mode{1, true}, Mode{64, false}, Mode{1, false}}) {
+    const bool every_wait = mode.one_host && mode.host_cores >= 3;
+    const bool every_blocking_call = mode.one_host && mode.host_cores >= 2;
     const auto base = free_port_base(3);
     const ClusterSpec cluster = mode.one_host ? ClusterSpec::local(3, base) : mixed_cluster(base);
     PeerOptions options;
     options.engine.host_cores = mode.host_cores;
     std::atomic<int> wrong{0};
     on_every_peer(cluster, options, [&](Peer& peer) {
-      std::vector<float> x(1u << 16, static_cast<float>(peer.rank() + 1));
+      std::vector<float> x(1u << 16, 1.0f);  // 256 KiB
       const auto v = BufferView::of(std::span<float>(x), DType::f32);
-      const Handle h = peer.allreduce_async(v, v, ReduceOp::sum, "who-drives");
-      if (h.drives() != (mode.one_host && mode.host_cores >= 3)) ++wrong;
-      if (!h.wait().ok() || x.back() != 6.0f) ++wrong;
+      const auto small = BufferView::of(std::span<float>(x).first(2), DType::f32);
+      Handle large_blocking, small_blocking;
+      {
+        const Peer::BlockingCall marked(x.size() * sizeof(float));
+        large_blocking = peer.allreduce_async(v, v, ReduceOp::sum, "large-blocking");
+      }
+      if (large_blocking.drives() != every_blocking_call) ++wrong;
+      if (!large_blocking.wait().ok() || x.back() != 3.0f) ++wrong;
+      {
+        const Peer::BlockingCall marked(2 * sizeof(float));
+        small_blocking = peer.allreduce_async(small, small, ReduceOp::sum, "small-blocking");
+      }
+      if (!small_blocking.drives()) ++wrong;
+      if (!small_blocking.wait().ok() || x[0] != 9.0f) ++wrong;
+      const Handle async = peer.allreduce_async(v, v, ReduceOp::sum, "async");
+      if (async.drives() != every_wait) ++wrong;
+      if (!async.wait().ok() || x.back() != 9.0f) ++wrong;
     });
     EXPECT_EQ(wrong, 0) << "host_cores " << mode.host_cores
                         << (mode.one_host ? ", one host" : ", hosts apart");

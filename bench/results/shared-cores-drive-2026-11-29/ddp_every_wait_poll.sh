@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # DDP (bench/torch_ddp.py, MLP, 20 steps) at 4 ranks on 2 cores: the package before (OLD_PY), the
-# change (NEW_PY, its build/release/python) as it is and with KUNGFU_POLL_BEFORE_SLEEP=50us, in
-# rounds. Writes OUT (default ddp-poll.csv here): case,samples_per_s. Run from the repository root.
+# change as first tried (NEW_PY, its build/release/python: every wait driving, a 200 us poll) as
+# it is and with KUNGFU_POLL_BEFORE_SLEEP=50us, in rounds. Writes OUT (default
+# ddp-every-wait-poll.csv here): case,samples_per_s. Run from the repository root.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 old=${OLD_PY:?set OLD_PY to the package directory built before the change}
 new=${NEW_PY:-$PWD/build/release/python}
-out=${1:-$here/ddp-poll.csv}
+out=${1:-$here/ddp-every-wait-poll.csv}
+echo "case,samples_per_s" > "$out"
 one() {  # CASE PACKAGE ENV...
   local tag=$1 pkg=$2; shift 2
   env "$@" PYTHONPATH="$pkg" timeout 600 build/release/apps/kfrun -q -np 4 /usr/bin/python3 \
