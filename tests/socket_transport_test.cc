@@ -844,15 +844,16 @@ TEST(EpollLoop, ADriverPollsAfterWorkForItsOwnPollBeforeSleep) {
     EXPECT_EQ(loop.driver_poll_before_sleep(), long_poll ? Duration(std::chrono::seconds(1))
                                                          : Duration(std::chrono::microseconds(50)));
     std::atomic<bool> posted{false}, worked{false}, stop{false};
-    bool asleep_at_100ms = false, fell_asleep = false;
+    bool saw_work = false, asleep_at_100ms = false, fell_asleep = false;
     std::thread observer([&] {
-      while (!worked)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      saw_work = eventually([&] { return worked.load(); }, std::chrono::seconds(10));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       asleep_at_100ms = loop.driver_asleep();
       fell_asleep = eventually([&] { return loop.driver_asleep(); }, std::chrono::seconds(5));
       loop.post([&] { stop = true; });
     });
+    // 1 s to take the loop from its thread (on a loaded machine that thread may be descheduled
+    // in its first turn); the work then sets the driver's poll from its own setting.
     const auto start = std::chrono::steady_clock::now();
     const bool done = loop.drive_until(
         [&] {
@@ -860,8 +861,9 @@ TEST(EpollLoop, ADriverPollsAfterWorkForItsOwnPollBeforeSleep) {
           if (loop.in_loop_thread() && !posted.exchange(true)) loop.post([&] { worked = true; });
           return stop.load();
         },
-        start + std::chrono::milliseconds(10), start + std::chrono::seconds(20));
+        start + std::chrono::seconds(1), start + std::chrono::seconds(20));
     observer.join();
+    EXPECT_TRUE(saw_work);
     EXPECT_TRUE(done);
     if (long_poll) {
       EXPECT_FALSE(asleep_at_100ms);
