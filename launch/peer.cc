@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <limits>
+#include <string_view>
 #include <thread>
 
 #include "launch/flags.h"
@@ -597,7 +600,15 @@ Status Peer::propose_new_size(int workers) {
 
 std::string Peer::next_name(const char* kind, std::string name) {
   if (!name.empty()) return name;
-  return fmt::format("kf.{}.{}", kind, ++impl_->serial);
+  // "kf.<kind>.<serial>", put together by hand: every automatic name passes here, and going
+  // through fmt's formatting took about a tenth of a one-worker 8-byte allreduce's time.
+  std::array<char, std::numeric_limits<std::uint64_t>::digits10 + 1> digits{};
+  const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), ++impl_->serial).ptr;
+  const std::string_view k(kind);
+  std::string out;
+  out.reserve(3 + k.size() + 1 + static_cast<std::size_t>(end - digits.data()));
+  out.append("kf.").append(k).append(1, '.').append(digits.data(), end);
+  return out;
 }
 
 Handle Peer::allreduce_async(ConstBufferView input, BufferView output, ReduceOp op,

@@ -452,6 +452,39 @@ TEST(Peer, TwoPeersInOneProcessRunCollectives) {
   EXPECT_EQ(x1[0], 3.0f);
 }
 
+// A collective without a name is "kf.<kind>.<n>", n counting every kind's unnamed calls from 1
+// (docs/cpp-api.md): a peer that names its calls so meets one that does not, into two digits.
+TEST(Peer, AutomaticNamesAreTheKindAndOneCounterOverAllKinds) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  PeerOptions options;
+  options.engine.timeout = std::chrono::seconds(20);  // a name that does not meet fails, named
+  std::vector<std::string> errors(2);
+  auto run = [&](int rank) {
+    Peer peer(WorkerConfig{.cluster = cluster, .rank = rank}, options);
+    const bool named = rank == 1;
+    for (int n = 1; n <= 12; ++n) {
+      std::vector<float> x(4, static_cast<float>(rank + n));
+      const Status s = n % 5 == 0
+                           ? peer.broadcast(BufferView::of(std::span<float>(x), DType::f32), 0,
+                                            named ? fmt::format("kf.broadcast.{}", n) : "")
+                           : peer.allreduce(std::span<float>(x), ReduceOp::sum,
+                                            named ? fmt::format("kf.allreduce.{}", n) : "");
+      const float want = n % 5 == 0 ? static_cast<float>(n) : static_cast<float>(2 * n + 1);
+      if (!s.ok() || x[3] != want) {
+        errors[static_cast<std::size_t>(rank)] =
+            fmt::format("call {}: {}, {}", n, s.to_string(), x[3]);
+        return;
+      }
+    }
+  };
+  std::thread t([&] { run(1); });
+  run(0);
+  t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
 // Busy polling (KUNGFU_BUSY_POLL=1): the loops never sleep and waits spin, and every collective
 // still completes with the right values, small ones and a large one, over a Unix socket and TCP.
 TEST(Peer, BusyPollingRunsCollectivesOverUnixAndTcp) {
