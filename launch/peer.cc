@@ -126,8 +126,10 @@ struct Peer::Impl {
   // fewer bytes than drive_below (0: none; drives implies all).
   std::atomic<bool> drives{false};
   std::atomic<std::size_t> drive_below{0};
-  // transport.ring_lend_min_bytes as the user gave it (0: fit_cores chooses).
+  // transport.ring_lend_min_bytes and ring_part_lend_min_bytes as the user gave them (0:
+  // fit_cores chooses).
   std::size_t ring_lend_min_given = 0;
+  std::size_t ring_part_lend_min_given = 0;
 
   // Whether this worker has a core of its own in `cluster`, and what follows from it: how the
   // loop spins, and whether waiting callers drive it (PeerOptions::caller_drives: by default
@@ -173,12 +175,26 @@ struct Peer::Impl {
     const std::size_t lend_from = ring_lend_min_given != 0 ? ring_lend_min_given
                                   : own_core               ? ring
                                                            : ring / 2;
+    // With two workers a core or more, a ring collective's parts are lent from an eighth of the
+    // ring: there the workers' turns are the bottleneck, and a part streamed costs its writer a
+    // copy in and its reader one out (docs/performance.md, "A ring's parts lent where workers take
+    // turns"). A tree's payloads still stream up to half the ring: lent, each waits for its
+    // readers' acks, and a root reads or lends to several at once.
+    const bool in_turns = here >= 2 * options.engine.host_cores;
+    const std::size_t part_from = ring_part_lend_min_given != 0 ? ring_part_lend_min_given
+                                  : in_turns                    ? ring / 8
+                                                                : 0;
     options.transport.ring_lend_min_bytes = lend_from;
-    if (options.elastic) options.elastic->transport.ring_lend_min_bytes = lend_from;
+    options.transport.ring_part_lend_min_bytes = part_from;
+    if (options.elastic) {
+      options.elastic->transport.ring_lend_min_bytes = lend_from;
+      options.elastic->transport.ring_part_lend_min_bytes = part_from;
+    }
     // Later calls (a resize) run on the loop's thread, where the transports live.
-    if (fixed) fixed->set_ring_lend_min_bytes(lend_from);
-    if (membership && membership->current() != nullptr)
-      membership->current()->set_ring_lend_min_bytes(lend_from);
+    if (SocketTransport* t = transport(); t != nullptr) {
+      t->set_ring_lend_min_bytes(lend_from);
+      t->set_ring_part_lend_min_bytes(part_from);
+    }
   }
 
   bool drives_blocking_call(std::size_t bytes) const {
@@ -344,6 +360,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   if (p.options.engine.host_cores == 0)
     p.options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
   p.ring_lend_min_given = p.options.transport.ring_lend_min_bytes;
+  p.ring_part_lend_min_given = p.options.transport.ring_part_lend_min_bytes;
   p.fit_cores(p.config.cluster, p.config.rank);
   try {
     p.loop.call([&] {

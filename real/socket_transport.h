@@ -72,6 +72,12 @@ struct SocketTransportOptions {
   // process_vm_readv and its ack (kf::Peer sets it by the host's cores; docs/performance.md has
   // the measurement). 0: lend_min_bytes alone. set_ring_lend_min_bytes changes it later.
   std::size_t ring_lend_min_bytes = 0;
+  // ... but a ring collective's part (kFlagRingPart), which one peer reads for its next step, from
+  // this many bytes instead (still at least lend_min_bytes): where workers share cores in turns,
+  // a copy in and one out are a worker's whole step, and the reader's read of the lender's memory
+  // halves them (kf::Peer sets it by the host's cores). 0: as ring_lend_min_bytes.
+  // set_ring_part_lend_min_bytes changes it later.
+  std::size_t ring_part_lend_min_bytes = 0;
   // Payloads of at least this many bytes are sent from the engine's buffers without a copy
   // (written or lent from there); 0: always copy.
   std::size_t borrow_min_bytes = 64u << 10;
@@ -128,6 +134,9 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   std::vector<int> unconnected() const;
   const SocketTransportStats& stats() const { return stats_; }
   void set_ring_lend_min_bytes(std::size_t bytes) { options_.ring_lend_min_bytes = bytes; }
+  void set_ring_part_lend_min_bytes(std::size_t bytes) {
+    options_.ring_part_lend_min_bytes = bytes;
+  }
   std::size_t lent_outstanding() const { return lent_.size(); }  // lent, not yet acked
   net::Endpoint endpoint_of(int rank) const;
 

@@ -86,10 +86,15 @@ void SocketTransport::send(int destination, Message&& message) {
 }
 
 bool SocketTransport::lends(const Conn& c, const Message& message) const {
-  const std::size_t lend_min = c.writes_ring()
-                                   ? std::max(options_.lend_min_bytes, options_.ring_lend_min_bytes)
-                                   : options_.lend_min_bytes;
-  return c.lend && !message.payload.is_phantom() && message.payload.size() >= lend_min;
+  if (!c.lend || message.payload.is_phantom()) return false;
+  std::size_t lend_min = options_.lend_min_bytes;
+  if (c.writes_ring()) {
+    const bool part =
+        (message.header.flags & kFlagRingPart) != 0 && options_.ring_part_lend_min_bytes != 0;
+    lend_min =
+        std::max(lend_min, part ? options_.ring_part_lend_min_bytes : options_.ring_lend_min_bytes);
+  }
+  return message.payload.size() >= lend_min;
 }
 
 void SocketTransport::write_ring(Conn& c, Message&& message) {

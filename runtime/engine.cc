@@ -306,9 +306,10 @@ Payload Engine::payload_of(Operation& op, ConstBufferView data) {
 }
 
 void Operation::send(int destination, std::size_t chunk, std::uint32_t step, ConstBufferView data,
-                     SendAs as) {
+                     SendAs as, std::uint32_t flags) {
   Message m;
   m.header.kind = MessageKind::collective;
+  m.header.flags = flags;
   m.header.name = name_;
   m.header.chunk = static_cast<std::uint32_t>(chunk);
   m.header.step = step;

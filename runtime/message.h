@@ -27,6 +27,10 @@ enum class MessageKind : std::uint8_t {
 };
 
 inline constexpr std::uint32_t kFlagNotFound = 1u << 0;
+// A collective's piece that is one part of a ring's step (runtime/ring_collective.h): one peer
+// reads it, for its own next step. A transport may pass such parts by reference from a smaller
+// size than other payloads (SocketTransportOptions::ring_part_lend_min_bytes).
+inline constexpr std::uint32_t kFlagRingPart = 1u << 1;
 
 struct MessageHeader {
   MessageKind kind = MessageKind::collective;

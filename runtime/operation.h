@@ -73,10 +73,11 @@ class Operation {
   // Sends piece (chunk, step) of this collective carrying `data`: borrowed from the buffer when
   // the transport takes it so (the buffer must then stay unchanged until the peer is done with
   // it, which every algorithm's data flow ensures), copied otherwise. SendAs::copy always copies,
-  // for an algorithm that changes the buffer while the piece may still be on its way.
+  // for an algorithm that changes the buffer while the piece may still be on its way. `flags`
+  // describe the piece to the transport (kFlagRingPart).
   enum class SendAs : std::uint8_t { borrowed_if_large, copy };
   void send(int destination, std::size_t chunk, std::uint32_t step, ConstBufferView data,
-            SendAs as = SendAs::borrowed_if_large);
+            SendAs as = SendAs::borrowed_if_large, std::uint32_t flags = 0);
   void finish(Status status = {}) {
     if (done_) return;
     done_ = true;

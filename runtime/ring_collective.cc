@@ -47,7 +47,7 @@ void RingAllreduce::start() {
   for (std::size_t i = 0; i < slices_.size(); ++i) {
     const int at = place(i);
     const Range r = even_part(slices_[i].range.first, slices_[i].range.count, n_, at);
-    send(rank_at(i, at + 1), i, 0, input_.slice(r.first, r.count));
+    send_part(rank_at(i, at + 1), i, 0, input_.slice(r.first, r.count));
   }
 }
 
@@ -83,18 +83,18 @@ void RingAllreduce::on_message(int /*source*/, Message&& message) {
       return;
     }
     if (s_local < last) {
-      send(right, index, step + 1, dst);
+      send_part(right, index, step + 1, dst);
     } else {
       // Part p is complete here: finish the average, then start its trip around the ring.
       if (op_ == ReduceOp::avg) divide_view(dst, static_cast<std::size_t>(n_));
-      send(right, index, static_cast<std::uint32_t>(n_ - 1), dst);
+      send_part(right, index, static_cast<std::uint32_t>(n_ - 1), dst);
     }
   } else {
     if (const auto why = copy_payload(dst, message.payload)) {
       finish(mismatch_status(*this, rank_, index, step, *why));
       return;
     }
-    if (s_local < last) send(right, index, step + 1, dst);
+    if (s_local < last) send_part(right, index, step + 1, dst);
   }
   if (s.next_step == steps() && --remaining_ == 0) finish();
 }

@@ -63,6 +63,10 @@ class RingAllreduce final : public Operation {
   // ring is the forward one on the mirrored ranks (n - rank), so its parts and steps are too.
   int place(std::size_t index) const { return backwards(index) ? wrap(-rank_) : rank_; }
   int rank_at(std::size_t index, int at) const { return backwards(index) ? wrap(-at) : wrap(at); }
+  // Sends a part of slice `index` at `step`, marked as a ring's part (kFlagRingPart).
+  void send_part(int to, std::size_t index, std::uint32_t step, ConstBufferView part) {
+    send(to, index, step, part, SendAs::borrowed_if_large, kFlagRingPart);
+  }
 
   int n_;
   int rank_;
