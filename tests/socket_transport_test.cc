@@ -230,6 +230,39 @@ TEST(ZeroCopy, WhatWasLentToAPeerThatSaidByeComesBack) {
   EXPECT_TRUE(a.lost().empty());
 }
 
+// Through a shared-memory ring, a ring collective's part (kFlagRingPart) is lent from
+// ring_part_lend_min_bytes, any other payload only from ring_lend_min_bytes; a part threshold of
+// 0 leaves parts to the other. What arrives is what was sent, lent or streamed.
+TEST(ZeroCopy, ARingsPartsAreLentFromTheirOwnThreshold) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  auto lent = [&](std::size_t part_min, bool part, std::size_t bytes) -> std::uint64_t {
+    SocketTransportOptions options;
+    options.ring_lend_min_bytes = 512u << 10;
+    options.ring_part_lend_min_bytes = part_min;
+    Node a(cluster, 0, options), b(cluster, 1, options);
+    EXPECT_TRUE(eventually([&] { return a.connected() && b.connected(); }));
+    Message m = numbered(0, 0, bytes);
+    if (part) m.header.flags |= kFlagRingPart;
+    a.send(1, std::move(m));
+    EXPECT_TRUE(eventually([&] { return b.received_count() == 1; }));
+    const auto got = b.take_received();
+    const Message want = numbered(0, 0, bytes);
+    if (got.size() != 1 || got[0].message.payload.size() != bytes ||
+        std::memcmp(got[0].message.payload.data(), want.payload.data(), bytes) != 0) {
+      ADD_FAILURE() << "the payload did not arrive intact";
+    }
+    EXPECT_TRUE(eventually([&] { return a.lent_outstanding() == 0; }));
+    return a.stats().lent;
+  };
+  EXPECT_EQ(lent(128u << 10, true, 256u << 10), 1u);
+  EXPECT_EQ(lent(128u << 10, true, 128u << 10), 1u);
+  EXPECT_EQ(lent(128u << 10, true, 96u << 10), 0u);
+  EXPECT_EQ(lent(128u << 10, false, 256u << 10), 0u);
+  EXPECT_EQ(lent(0, true, 256u << 10), 0u);
+  EXPECT_EQ(lent(0, true, 512u << 10), 1u);
+}
+
 TEST(SocketTransport, StartUpRetriesUntilThePeerListens) {
   const auto base = free_port_base(2);
   const ClusterSpec cluster = ClusterSpec::local(2, base);
@@ -536,6 +569,33 @@ TEST(Peer, RingPeersLendOnlyWhatTheRingWouldCarrySlowly) {
   };
   EXPECT_EQ(lent_with_cores(2), 0u);
   EXPECT_GT(lent_with_cores(1), 0u);
+}
+
+// With two workers a core (in turns), a ring's parts are lent from an eighth of the ring, where a
+// tree's payloads of the same size stream; with a core each the ring's parts stream too.
+TEST(Peer, WhereWorkersTakeTurnsARingsPartsAreLentButATreesPayloadsStream) {
+  const auto base = free_port_base(2);
+  const ClusterSpec cluster = ClusterSpec::local(2, base);
+  auto lent_with = [&](int cores, StrategyName strategy, std::size_t bytes) {
+    PeerOptions options;
+    options.engine.host_cores = cores;
+    options.engine.strategy = strategy;
+    std::atomic<std::uint64_t> lent{0};
+    std::atomic<int> wrong{0};
+    on_every_peer(cluster, options, [&](Peer& peer) {
+      const float me = static_cast<float>(peer.rank() + 1);
+      std::vector<float> x(bytes / sizeof(float), me);
+      if (!peer.allreduce(std::span<float>(x)).ok() || x.front() != 3.0f || x.back() != 3.0f)
+        ++wrong;
+      if (!peer.barrier().ok()) ++wrong;
+      lent += peer.transport_stats().lent;
+    });
+    EXPECT_EQ(wrong, 0) << cores << " cores, " << bytes << " bytes";
+    return lent.load();
+  };
+  EXPECT_GT(lent_with(1, StrategyName::ring_rs_ag, 512u << 10), 0u);  // parts of 256 KiB
+  EXPECT_EQ(lent_with(1, StrategyName::star, 256u << 10), 0u);
+  EXPECT_EQ(lent_with(2, StrategyName::ring_rs_ag, 512u << 10), 0u);
 }
 
 // A busy-polling peer sends AUTO's small allreduces by recursive doubling unless told otherwise;
