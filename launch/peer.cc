@@ -38,6 +38,11 @@ constexpr Duration kMaxPollBeforeSleep = std::chrono::seconds(1);
 // for it at once. t_blocking_bytes: how many bytes it moves (kUnknownBytes if not known).
 thread_local bool t_blocking_call = false;
 thread_local std::size_t t_blocking_bytes = 0;
+// True on a thread while one of Peer's own blocking methods starts its operation: the call waits
+// for its result without a limit (the Python binding's blocking calls wait in slices instead, to
+// look for Ctrl-C between them), so it may run the operation to its end before it returns the
+// handle (Impl::run_blocking).
+thread_local bool t_waits_whole = false;
 
 // Starts a call of `bytes` with `start` (which returns its Handle) and waits for it.
 template <typename Start>
@@ -45,6 +50,12 @@ Status start_and_wait(std::size_t bytes, Start&& start) {
   Handle h;
   {
     const Peer::BlockingCall marked(bytes);  // also unmarked when start() throws
+    struct WaitsWhole {
+      WaitsWhole() { t_waits_whole = true; }
+      ~WaitsWhole() { t_waits_whole = false; }
+      WaitsWhole(const WaitsWhole&) = delete;
+      WaitsWhole& operator=(const WaitsWhole&) = delete;
+    } whole;
     h = start();
   }
   return h.wait();
@@ -227,9 +238,12 @@ struct Peer::Impl {
   // inside the task would be a second).
   template <typename Start>
   Handle launch(std::size_t bytes, Start start, bool waits = t_blocking_call) {
-    auto done = std::make_shared<Completion>();
     const bool every_wait_drives = drives.load(std::memory_order_relaxed);
     const bool drive = every_wait_drives || (waits && drives_blocking_call(t_blocking_bytes));
+    if (drive && waits && t_waits_whole && !loop.in_loop_thread()) {
+      if (auto h = run_blocking(start)) return std::move(*h);
+    }
+    auto done = std::make_shared<Completion>();
     const bool small_async = !waits && bytes <= kSmallDriveBytes;
     Handle h(done, options.busy_poll, drive ? &loop : nullptr);
     auto task = [this, done, start = std::move(start)]() mutable {
@@ -248,6 +262,60 @@ struct Peer::Impl {
       loop.post(std::move(task));
     }
     return h;
+  }
+
+  // A blocking call whose wait drives, started and waited for on this thread while it holds the
+  // loop (EpollLoop::drive_first): its start runs as the loop's next work, not as a posted task,
+  // and its result lands on this stack, filled in place by the engine (a StatusSlot) where
+  // another call's completion is posted (the caller holds the loop until it lands, or until the
+  // loop stops, which completes every operation as the engine goes). No task, completion or
+  // callback is allocated, and none is posted back. nullopt, having started nothing, when another
+  // thread runs the loop now: launch then posts the start as for any call.
+  template <typename Start>
+  std::optional<Handle> run_blocking(Start& start) {
+    struct Outcome {
+      Status status;
+      std::atomic<bool> done{false};  // set on the loop, which a stopping peer may hand back
+    } outcome;
+    auto first = [this, &outcome, &start] {
+      const StatusSlot slot{&outcome.status, &outcome.done};  // the engine fills it in place
+      if (!engine) {
+        slot(Status(ErrorCode::cancelled, "peer is shutting down"));
+        return;
+      }
+      start(*engine, DoneCallback(slot));
+    };
+    const auto spin_until =
+        options.busy_poll
+            ? std::nullopt
+            : std::optional(std::chrono::steady_clock::now() + loop.driver_poll_before_sleep());
+    if (!loop.drive_first(
+            first, [&outcome] { return outcome.done.load(std::memory_order_acquire); },
+            spin_until)) {
+      return std::nullopt;
+    }
+    // Stopped before the result came: the engine's end completes the operation on the loop.
+    while (!outcome.done.load(std::memory_order_acquire))
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    const ErrorCode code = outcome.status.code();
+    if (code == ErrorCode::timeout || code == ErrorCode::peer_lost)
+      loop.post([this] { peer_failed = true; });  // read on the loop, as launch's callback sets it
+    // As launch would make it (Handle::drives() says the wait drove), already complete.
+    if (outcome.status.ok()) return Handle(completed_ok(), options.busy_poll, &loop);
+    auto done = std::make_shared<Completion>();
+    done->set(std::move(outcome.status));
+    return Handle(std::move(done), options.busy_poll, &loop);
+  }
+
+  // One completion, set once with success, shared by the handles of every call that succeeded
+  // before it returned.
+  static std::shared_ptr<const Completion> completed_ok() {
+    static const std::shared_ptr<const Completion> ok = [] {
+      auto c = std::make_shared<Completion>();
+      c->set(Status());
+      return c;
+    }();
+    return ok;
   }
 
   // The constructor's bounded wait for every peer to connect, reporting who is missing.

@@ -491,9 +491,24 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
                             std::optional<std::chrono::steady_clock::time_point> spin_until,
                             std::optional<std::chrono::steady_clock::time_point> end) {
   if (done()) return true;
+  return drive(done, spin_until, end, {}, {});
+}
+
+std::optional<bool> EpollLoop::drive_first(
+    FirstWork first, const std::function<bool()>& done,
+    std::optional<std::chrono::steady_clock::time_point> spin_until) {
+  std::unique_lock held(drive_, std::try_to_lock);  // drive_ before mu_, as everywhere
+  if (!held.owns_lock() || stopping_.load(std::memory_order_acquire)) return std::nullopt;
+  return drive(done, spin_until, std::nullopt, std::move(held), first);
+}
+
+bool EpollLoop::drive(const std::function<bool()>& done,
+                      std::optional<std::chrono::steady_clock::time_point> spin_until,
+                      std::optional<std::chrono::steady_clock::time_point> end,
+                      std::unique_lock<std::mutex> held, FirstWork first) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return false;
+    if (stopping_ && first.run == nullptr) return false;
     // The first driver takes epoll_ out of what the loop's thread sleeps on (unless the last one
     // left it out, lingering): the messages this caller serves must not wake that thread too.
     if (drivers_++ == 0 && !detached_) {
@@ -505,8 +520,8 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
   bool ended = false;  // at `end`: the caller stops waiting
   std::array<epoll_event, 64> events;
   for (;;) {
-    if ((finished = done())) break;
-    std::unique_lock drive(drive_, std::try_to_lock);
+    if (first.run == nullptr && (finished = done())) break;
+    std::unique_lock drive = held ? std::move(held) : std::unique_lock(drive_, std::try_to_lock);
     if (!drive.owns_lock()) {  // the loop's thread (it leaves soon) or another caller drives
       const auto t = std::chrono::steady_clock::now();
       if ((spin_until && t >= *spin_until) || (end && t >= *end)) {
@@ -534,7 +549,12 @@ bool EpollLoop::drive_until(const std::function<bool()>& done,
         ended = true;
         break;
       }
-      const bool worked = run_ready_work(since_epoch(turn));
+      bool worked = run_ready_work(since_epoch(turn));
+      if (first.run != nullptr) {  // after what was queued before it, as a posted task would run
+        const FirstWork work = std::exchange(first, {});
+        work.run(work.arg);
+        worked = true;
+      }
       const bool ran = run_pollers() || worked;
       worked_last_turn = ran;
       const bool quiet_spin = loud_watches_ == 0 && dedicated_core();

@@ -162,6 +162,18 @@ class EpollLoop final : public Executor {
                    std::optional<std::chrono::steady_clock::time_point> spin_until,
                    std::optional<std::chrono::steady_clock::time_point> end = std::nullopt);
 
+  // drive_until, with `first()` run on this thread as the loop's next work, after the tasks
+  // already queued: a blocking call starts its operation here instead of posting it, and its
+  // completion can live on its stack, since the caller holds the loop until done() or stop().
+  // nullopt, having run nothing, when the loop cannot be taken at once (another thread runs its
+  // work) or is stopping: then post the work instead. Like a task, `first` must not throw.
+  template <typename F>
+  std::optional<bool> drive_first(F& first, const std::function<bool()>& done,
+                                  std::optional<std::chrono::steady_clock::time_point> spin_until) {
+    return drive_first(FirstWork{[](void* f) { (*static_cast<F*>(f))(); }, &first}, done,
+                       spin_until);
+  }
+
   // Runs `fn` on the loop and waits for its result (or exception). Not from the loop itself.
   template <typename F>
   auto call(F&& fn) -> std::invoke_result_t<F&> {
@@ -212,6 +224,20 @@ class EpollLoop final : public Executor {
   TimePoint since_epoch(std::chrono::steady_clock::time_point t) const {
     return TimePoint(std::chrono::duration_cast<Duration>(t - epoch_));
   }
+  // The first work of a drive_first: a plain function and its argument (no std::function, whose
+  // closure would be allocated).
+  struct FirstWork {
+    void (*run)(void*) = nullptr;
+    void* arg = nullptr;
+  };
+  std::optional<bool> drive_first(FirstWork first, const std::function<bool()>& done,
+                                  std::optional<std::chrono::steady_clock::time_point> spin_until);
+  // drive_until's body. `held`: drive_ is taken already (drive_first), and `first` runs before
+  // the first turn.
+  bool drive(const std::function<bool()>& done,
+             std::optional<std::chrono::steady_clock::time_point> spin_until,
+             std::optional<std::chrono::steady_clock::time_point> end,
+             std::unique_lock<std::mutex> held, FirstWork first);
   bool run_pollers();  // true if any poller found work
   bool arm_pollers();  // false: a poller has work, do not sleep
   void disarm_pollers();

@@ -136,6 +136,10 @@ std::size_t Engine::mailbox_size() const {
 }
 
 void Engine::reject(DoneCallback done, Status status) {
+  if (const StatusSlot* slot = done.target<StatusSlot>()) {
+    (*slot)(std::move(status));  // a waiting caller's: no task to post, no hop to run it
+    return;
+  }
   executor_.post([done = std::move(done), status = std::move(status)] { done(status); });
 }
 

@@ -101,9 +101,11 @@ class Engine {
   std::uint64_t next_request_id() { return ++request_ids_; }
 
   // Starts `op`; it completes exactly once through its callback, which is posted on the executor
-  // (never called from inside start()). A name already in flight is an invalid_argument error.
+  // (never called from inside start()), unless it is a StatusSlot, which is filled in place. A
+  // name already in flight is an invalid_argument error.
   void start(std::unique_ptr<Operation> op);
-  // Completes a callback with `status` without starting anything (argument errors).
+  // Completes a callback with `status` without starting anything (argument errors); it is posted,
+  // or filled in place if a StatusSlot, as above.
   void reject(DoneCallback done, Status status);
   void send(int destination, Message&& message);
   // `data` as a payload of `op`: borrowed when the transport takes borrowed payloads that big

@@ -3,6 +3,7 @@
 // when a peer is lost. Operations never block; they react to start() and on_message().
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -21,6 +22,19 @@ namespace kf {
 class Engine;
 
 using DoneCallback = std::function<void(Status)>;
+
+// A DoneCallback that only records the status where a waiting thread looks for it (a blocking
+// call's own, kf::Peer): it calls nothing and touches nothing else, so the engine fills it in
+// place, even from inside start() or a message's delivery, where it posts any other callback.
+// Two pointers: held inside the std::function, not allocated.
+struct StatusSlot {
+  Status* status;
+  std::atomic<bool>* done;
+  void operator()(Status s) const {
+    *status = std::move(s);
+    done->store(true, std::memory_order_release);
+  }
+};
 
 // Pieces of an operation's buffers sent without a copy (Payload::borrowed) that the transport
 // still holds. The engine completes the operation only once every piece is back.

@@ -812,6 +812,58 @@ TEST(EpollLoop, ASpinningDriverRunsPostsAndTimersFromOtherThreads) {
   EXPECT_TRUE(timed_here);
 }
 
+// A caller that finds the loop free may start its own work on it (drive_first, as a blocking
+// Peer call does): the work runs on the caller's thread, after the tasks queued before it, and the
+// caller drives until it is done. While another thread holds the loop, drive_first runs nothing
+// and says so (nullopt); the caller then posts its work as before.
+TEST(EpollLoop, ADriverStartsItsOwnWorkAfterWhatWasQueuedOrStepsAsideForAnother) {
+  EpollLoop loop;
+  loop.set_driver_linger(std::chrono::seconds(30));  // the loop's thread keeps out of the way
+  const auto me = std::this_thread::get_id();
+  // Driven once (done once this thread holds the loop): the loop's thread then stands aside.
+  ASSERT_TRUE(loop.drive_until([&] { return loop.in_loop_thread(); },
+                               std::chrono::steady_clock::now() + std::chrono::seconds(10)));
+  std::vector<std::string> order;  // on the loop only
+  std::atomic<bool> done{false};
+  std::thread::id first_on;
+  loop.post_for_driver([&] { order.push_back("queued"); });
+  auto first = [&] {
+    order.push_back("first");
+    first_on = std::this_thread::get_id();
+    loop.post_after(std::chrono::milliseconds(2), [&] {
+      order.push_back("timer");
+      done = true;
+    });
+  };
+  const std::optional<bool> drove = loop.drive_first(
+      first, [&] { return done.load(); }, std::nullopt);
+  ASSERT_TRUE(drove.has_value());
+  EXPECT_TRUE(*drove);
+  EXPECT_EQ(order, (std::vector<std::string>{"queued", "first", "timer"}));
+  EXPECT_EQ(first_on, me);
+  EXPECT_FALSE(loop.in_loop_thread());
+
+  std::atomic<bool> release{false}, holding{false};
+  std::thread other([&] {
+    loop.drive_until(
+        [&] {
+          if (loop.in_loop_thread()) holding = true;
+          return release.load();
+        },
+        std::nullopt);
+  });
+  while (!holding)
+    std::this_thread::yield();
+  bool ran = false;
+  auto never = [&] { ran = true; };
+  EXPECT_FALSE(loop.drive_first(
+                       never, [] { return true; }, std::nullopt)
+                   .has_value());
+  EXPECT_FALSE(ran);
+  release = true;
+  other.join();
+}
+
 // While one caller drives, another gives up at the end of its spin and gets its result from the
 // one driving; afterwards the loop's thread runs posts again.
 TEST(EpollLoop, ACallerThatCannotDriveGivesUpAtTheEndOfItsSpin) {
