@@ -307,15 +307,14 @@ struct Peer::Impl {
     return Handle(std::move(done), options.busy_poll, &loop);
   }
 
-  // One completion, set once with success, shared by the handles of every call that succeeded
-  // before it returned.
+  // One completion, set once with success, for the handles of every call that succeeded before
+  // it returned. It lives as long as the program, so the handles do not own it: a pointer without
+  // a control block, whose copies count no references.
   static std::shared_ptr<const Completion> completed_ok() {
-    static const std::shared_ptr<const Completion> ok = [] {
-      auto c = std::make_shared<Completion>();
-      c->set(Status());
-      return c;
-    }();
-    return ok;
+    static Completion ok;
+    static const bool set = (ok.set(Status()), true);
+    (void)set;
+    return std::shared_ptr<const Completion>(std::shared_ptr<const Completion>(), &ok);
   }
 
   // The constructor's bounded wait for every peer to connect, reporting who is missing.
