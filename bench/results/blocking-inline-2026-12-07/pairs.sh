@@ -8,30 +8,16 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source bench/ab_pairs.sh "${1:-10}" "${2:-$here/pairs.csv}"
-port=${KF_TCP_PORT:-31000}
-tcp() {  # CASE PAIR BUILD ARGS: 2 ranks on two loopback pseudo-hosts (TCP), rank 0's rows kept
-  local c=$1 i=$2 build=$3; shift 3
-  local bin=$PWD/$B/apps/kfbench; [ "$build" = old ] && bin=$old
-  local run=("$B/apps/kfrun" -np 2 -H 127.0.0.1:1,127.0.0.2:1 -port-range "$port-$((port + 9))"
-             -runner-port $((port + 10)))
-  timeout 120 "${run[@]}" -self 127.0.0.2 "$bin" allreduce "$@" > /dev/null 2>&1 &
-  timeout 120 "${run[@]}" -self 127.0.0.1 "$bin" allreduce "$@" 2>&1 | grep -E '^\S*\s+[0-9]+ ' |
-    grep -v '^\[kfrun\]' | awk -v c="$c" -v i="$i" -v b="$build" '{print c "," i "," b "," $2 "," $11}' >> "$out"
-  wait
+cases() {  # PAIR BUILD
+  local i=$1 b=$2
+  KUNGFU_BUSY_POLL=1 one busy1 "$i" "$b" 1 -b 8 -e 8 -n 200000 -w 2000
+  KUNGFU_BUSY_POLL=1 one busy2 "$i" "$b" 2 -b 8 -e 4K -f 512 -n 50000 -w 1000
+  one default2 "$i" "$b" 2 -b 8 -e 4K -f 512 -n 20000 -w 1000
+  one default4 "$i" "$b" 4 -b 8 -e 4K -f 512 -n 3000 -w 300
+  KUNGFU_BUSY_POLL=1 one busy4 "$i" "$b" 4 -b 8 -e 8 -n 3000 -w 300
+  one medium2 "$i" "$b" 2 -b 64K -e 1M -f 4 -n 300 -w 30
+  one medium4 "$i" "$b" 4 -b 256K -e 1M -f 2 -n 200 -w 20
+  tcp tcp2 "$i" "$b" -b 8 -e 4K -f 512 -n 5000 -w 500
+  KUNGFU_BUSY_POLL=1 tcp tcpbusy2 "$i" "$b" -b 8 -e 4K -f 512 -n 10000 -w 1000
 }
-for i in $(seq 1 "$pairs"); do
-  for b in old new; do
-    [ $((i % 2)) = 0 ] && b=$([ "$b" = old ] && echo new || echo old)
-    KUNGFU_BUSY_POLL=1 one busy1 "$i" "$b" 1 -b 8 -e 8 -n 200000 -w 2000
-    KUNGFU_BUSY_POLL=1 one busy2 "$i" "$b" 2 -b 8 -e 4K -f 512 -n 50000 -w 1000
-    one default2 "$i" "$b" 2 -b 8 -e 4K -f 512 -n 20000 -w 1000
-    one default4 "$i" "$b" 4 -b 8 -e 4K -f 512 -n 3000 -w 300
-    KUNGFU_BUSY_POLL=1 one busy4 "$i" "$b" 4 -b 8 -e 8 -n 3000 -w 300
-    one medium2 "$i" "$b" 2 -b 64K -e 1M -f 4 -n 300 -w 30
-    one medium4 "$i" "$b" 4 -b 256K -e 1M -f 2 -n 200 -w 20
-    tcp tcp2 "$i" "$b" -b 8 -e 4K -f 512 -n 5000 -w 500
-    KUNGFU_BUSY_POLL=1 tcp tcpbusy2 "$i" "$b" -b 8 -e 4K -f 512 -n 10000 -w 1000
-  done
-  mpi8 "$i"
-  echo "pair $i of $pairs done" >&2
-done
+run_pairs cases

@@ -8,17 +8,6 @@ set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../../.."
 source bench/ab_pairs.sh "${1:-10}" "${2:-}"
-port=${KF_TCP_PORT:-31000}
-tcp() {  # CASE PAIR BUILD ARGS: one kfrun per pseudo-host, rank 0's output kept
-  local c=$1 i=$2 build=$3; shift 3
-  local bin=$PWD/$B/apps/kfbench; [ "$build" = old ] && bin=$old
-  local run=("$B/apps/kfrun" -np 2 -H 127.0.0.1:1,127.0.0.2:1 -port-range "$port-$((port + 9))"
-             -runner-port $((port + 10)))
-  timeout 120 "${run[@]}" -self 127.0.0.2 "$bin" allreduce "$@" > /dev/null 2>&1 &
-  timeout 120 "${run[@]}" -self 127.0.0.1 "$bin" allreduce "$@" 2>&1 | grep -E '^\S*\s+[0-9]+ ' |
-    grep -v '^\[kfrun\]' | awk -v c="$c" -v i="$i" -v b="$build" '{print c "," i "," b "," $2 "," $11}' >> "$out"
-  wait
-}
 for i in $(seq 1 "$pairs"); do
   for build in old new; do
     tcp tcp2 "$i" $build -b 8 -e 4K -f 512 -n 5000 -w 500
