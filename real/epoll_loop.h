@@ -232,8 +232,8 @@ class EpollLoop final : public Executor {
   };
   std::optional<bool> drive_first(FirstWork first, const std::function<bool()>& done,
                                   std::optional<std::chrono::steady_clock::time_point> spin_until);
-  // drive_until's body. `held`: drive_ is taken already (drive_first), and `first` runs before
-  // the first turn.
+  // drive_until's body. `held`: drive_ is taken already (drive_first), and `first` runs in the
+  // first turn, after the tasks queued.
   bool drive(const std::function<bool()>& done,
              std::optional<std::chrono::steady_clock::time_point> spin_until,
              std::optional<std::chrono::steady_clock::time_point> end,
