@@ -1163,6 +1163,66 @@ TEST(Peer, CallersDrivingTheLoopRunCollectivesOverUnixAndTcp) {
   }
 }
 
+// Several threads of each peer make blocking calls at once, each under its own names: one
+// thread at a time holds the loop and starts its call there (Peer::Impl::run_blocking), the others
+// find it held and post theirs, which the holder runs; every call still gets its own result, and
+// a bad call among them fails alone. Busy polling and not, on one host (rings) and over TCP.
+TEST(Peer, BlockingCallsFromSeveralThreadsAtOnceEachGetTheirOwnResult) {
+  for (const bool busy : {true, false}) {
+    for (const bool one_host : {true, false}) {
+      const auto base = free_port_base(2);
+      const ClusterSpec cluster =
+          one_host ? ClusterSpec::local(2, base)
+                   : ClusterSpec(0, {},
+                                 {PeerID{"127.0.0.1", base},
+                                  PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)}});
+      PeerOptions options;
+      options.busy_poll = busy;
+      std::atomic<int> wrong{0};
+      std::atomic<bool> rejected{false};
+      on_every_peer(cluster, options, [&](Peer& peer) {
+        constexpr int kThreads = 4;
+        constexpr int kCalls = 200;
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) {
+          threads.emplace_back([&, t] {
+            for (int i = 0; i < kCalls; ++i) {
+              const float v =
+                  static_cast<float>(peer.rank() + 1) * static_cast<float>(t * 1000 + i);
+              std::vector<float> x(2, v);
+              const Status s =
+                  peer.allreduce(std::span<float>(x), ReduceOp::sum, fmt::format("t{}.{}", t, i));
+              if (!s.ok() || x[1] != 3.0f * static_cast<float>(t * 1000 + i)) ++wrong;
+            }
+            // A name already in flight on rank 0 (rank 1 starts it only afterwards) fails a
+            // second call of it there alone, in place.
+            if (t == 0) {
+              if (peer.rank() == 1) {
+                while (!rejected.load())
+                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              }
+              std::vector<float> held(2, 1.0f);
+              const Handle pending = peer.allreduce_async(
+                  ConstBufferView::of(std::span<const float>(held), DType::f32),
+                  BufferView::of(std::span<float>(held), DType::f32), ReduceOp::sum, "twice");
+              if (peer.rank() == 0) {
+                std::vector<float> again(2, 1.0f);
+                const Status s = peer.allreduce(std::span<float>(again), ReduceOp::sum, "twice");
+                if (s.code() != ErrorCode::invalid_argument) ++wrong;
+                rejected = true;
+              }
+              if (!pending.wait().ok() || held[1] != 2.0f) ++wrong;
+            }
+          });
+        }
+        for (auto& th : threads)
+          th.join();
+      });
+      EXPECT_EQ(wrong, 0) << "busy polling " << busy << (one_host ? ", one host" : ", TCP");
+    }
+  }
+}
+
 // A call started under a Peer::BlockingCall mark and waited for in slices (as the Python binding
 // waits, looking for Ctrl-C between them): while its peer has not joined, each wait_for returns
 // nullopt once its limit passes, and meanwhile it drives the loop (spinning throughout when busy
