@@ -186,15 +186,16 @@ struct Peer::Impl {
     const std::size_t lend_from = ring_lend_min_given != 0 ? ring_lend_min_given
                                   : own_core               ? ring
                                                            : ring / 2;
-    // With two workers a core, a ring collective's parts are lent from a quarter of the ring,
-    // with more than two from an eighth: there the workers' turns are the bottleneck, and a part
-    // streamed costs its writer a copy in and its reader one out (docs/performance.md, "A ring's
-    // parts lent where workers take turns"). A tree's payloads still stream up to half the ring:
-    // lent, each waits for its readers' acks, and a root reads or lends to several at once.
+    // With two workers a core, a ring collective's parts are lent from half the ring, with more
+    // than two from a quarter: there the workers' turns are the bottleneck, and a part streamed
+    // costs its writer a copy in (its reader folds it where it lies, RingSlice), where a lent one
+    // costs the reader a read that pins the lender's pages (docs/performance.md, "A ring's parts
+    // lent where workers take turns"). A tree's payloads stream up to half the ring too: lent,
+    // each waits for its readers' acks, and a root reads or lends to several at once.
     const bool in_turns = here >= 2 * options.engine.host_cores;
     const std::size_t part_from = ring_part_lend_min_given != 0 ? ring_part_lend_min_given
-                                  : crowded                     ? ring / 8
-                                  : in_turns                    ? ring / 4
+                                  : crowded                     ? ring / 4
+                                  : in_turns                    ? ring / 2
                                                                 : 0;
     options.transport.ring_lend_min_bytes = lend_from;
     options.transport.ring_part_lend_min_bytes = part_from;

@@ -72,7 +72,8 @@ struct SocketTransport::Conn {
   wire::FrameDecoder decoder;
   // Outbound: where our frames go instead of the socket, once the acceptor has mapped it (it
   // names the ring in the welcome). Inbound: the connector's ring, our frames' source.
-  std::unique_ptr<ShmRing> ring;
+  std::shared_ptr<ShmRing> ring;     // shared with the RingSlices of a round being delivered
+  bool ring_held = false;            // a round read in place is being delivered (drain_ring)
   Executor::TimerId ring_retry = 0;  // outbound: a full ring is tried again then
   bool writes_ring() const { return ring && outbound && phase == Phase::established; }
   std::unique_ptr<tls::Session> tls;  // set: every byte goes through it (declared after fd)

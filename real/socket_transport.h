@@ -97,6 +97,8 @@ struct SocketTransportStats {
   std::uint64_t bytes_received = 0;    // payload bytes of those messages
   std::uint64_t lent = 0;              // payloads sent by reference (same host)
   std::uint64_t borrowed = 0;          // payloads received by reference
+  std::uint64_t read_in_place = 0;     // payloads delivered where they lay in a ring (RingSlice)
+  std::uint64_t kept_from_ring = 0;    // of those, copied out as kept past their round
   std::uint64_t tls = 0;               // connections, either way, whose TLS handshake succeeded
   std::uint64_t rings = 0;             // connections, either way, whose frames go by shared memory
   std::uint64_t doorbells = 0;         // wake-ups written for a sleeping ring reader

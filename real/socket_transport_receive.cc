@@ -17,13 +17,17 @@
 #include <utility>
 #include <vector>
 
+#include "real/ring_slice.h"
 #include "real/socket_conn.h"
 #include "real/sockets.h"
 
 namespace kf {
 namespace {
 
-constexpr std::size_t kDirectMin = 64u << 10;   // smaller payload remainders go via staging
+constexpr std::size_t kDirectMin = 64u << 10;  // smaller payload remainders go via staging
+// Ring payloads from this size are read where they lie (RingSlice): a slice costs an allocation
+// and, if kept past its round, a copy anyway; below it a copy costs less.
+constexpr std::size_t kInPlaceMinBytes = 16u << 10;
 constexpr std::size_t kReadBudget = 16u << 20;  // per readiness event, so one peer cannot hog
 
 }  // namespace
@@ -156,6 +160,7 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     const auto it = conns_.find(id);
     if (it == conns_.end()) return false;
     Conn& c = *it->second;
+    if (c.ring_held) return true;  // being delivered in place, further up this thread's stack
     const auto [first, second] = c.ring->readable();
     if (c.ring->corrupt()) {
       ++stats_.refused;
@@ -167,13 +172,43 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     found = true;
     RoundBuffer round(spare_round_);
     std::vector<Message>& messages = round.messages;
-    // The decoder copies what it takes, so the bytes are given back before delivery.
-    c.decoder.feed(first, messages);
-    if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages);
     const std::size_t n = first.size() + second.size();
-    c.ring->consume(n);
     budget -= std::min(budget, n);
-    if (!finish_round(c, messages)) return false;
+    if (!handlers_.remote_payloads) {  // these handlers take bytes only: copied out
+      c.decoder.feed(first, messages);
+      if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages);
+      c.ring->consume(n);
+      if (!finish_round(c, messages)) return false;
+      continue;
+    }
+    // Large payloads stay in the ring while their round is delivered (RingSlice), so the
+    // operations fold and copy them from there. The ring gets the bytes back only afterwards,
+    // once every slice still held is detached; until then nothing drains it again (ring_held:
+    // its bytes are still unconsumed).
+    std::vector<std::shared_ptr<RingSlice>> slices;
+    const std::shared_ptr<ShmRing> ring = c.ring;  // mapped while the slices point into it
+    const wire::InPlace in_place{
+        .min_bytes = kInPlaceMinBytes, .make = [&slices, &ring](std::span<const std::byte> bytes) {
+          auto slice = std::make_shared<RingSlice>(ring, bytes.data(), bytes.size());
+          slices.push_back(slice);
+          return Payload::remote(bytes.size(), std::move(slice));
+        }};
+    c.decoder.feed(first, messages, &in_place);
+    if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages, &in_place);
+    c.ring_held = true;
+    const bool open = finish_round(c, messages);  // may close this connection: c is not used
+    stats_.read_in_place += slices.size();
+    for (auto& slice : slices) {
+      if (slice.use_count() == 1) continue;
+      slice->detach();  // kept past its round
+      ++stats_.kept_from_ring;
+    }
+    slices.clear();
+    const auto still = conns_.find(id);
+    if (still == conns_.end()) return false;
+    still->second->ring_held = false;
+    if (!open) return false;
+    ring->consume(n);
   }
   return true;
 }

@@ -138,12 +138,14 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
   h.name.reserve(name_len);
   name_len_ = name_len;
   payload_fill_ = 0;
+  payload_len_ = 0;
+  payload_room_ = false;
   if ((bits & kBitPhantom) != 0) {
     current_.payload = Payload::phantom(static_cast<std::size_t>(payload_len));
   } else if (lent_frame_) {
     lent_size_ = static_cast<std::size_t>(payload_len);  // the bytes stay with the sender
   } else {
-    current_.payload.fill(static_cast<std::size_t>(payload_len));
+    payload_len_ = static_cast<std::size_t>(payload_len);  // room for it once its bytes come
   }
   state_ = State::name;
   if (name_len_ == 0) after_name(out);
@@ -157,7 +159,7 @@ void FrameDecoder::after_name(std::vector<Message>& out) {
     return;
   }
   state_ = State::payload;
-  if (current_.payload.is_phantom() || current_.payload.size() == 0) finish_message(out);
+  if (current_.payload.is_phantom() || payload_len_ == 0) finish_message(out);
 }
 
 void FrameDecoder::finish_message(std::vector<Message>& out) {
@@ -166,7 +168,8 @@ void FrameDecoder::finish_message(std::vector<Message>& out) {
   state_ = State::header;
 }
 
-bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& out) {
+bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& out,
+                        const InPlace* in_place) {
   while (!bytes.empty()) {
     switch (state_) {
       case State::closed:
@@ -203,6 +206,13 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
         break;
       }
       case State::payload: {
+        if (!payload_room_ && in_place != nullptr && payload_len_ >= in_place->min_bytes &&
+            bytes.size() >= payload_len_) {
+          current_.payload = in_place->make(bytes.first(payload_len_));
+          bytes = bytes.subspan(payload_len_);
+          finish_message(out);
+          break;
+        }
         auto target = direct_target();
         const std::size_t n = std::min(bytes.size(), target.size());
         std::memcpy(target.data(), bytes.data(), n);
@@ -217,13 +227,17 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
 
 std::span<std::byte> FrameDecoder::direct_target() {
   if (state_ != State::payload || current_.payload.is_phantom()) return {};
+  if (!payload_room_) {
+    current_.payload.fill(payload_len_);
+    payload_room_ = true;
+  }
   return std::span<std::byte>(current_.payload.own_data(), current_.payload.size())
       .subspan(payload_fill_);
 }
 
 void FrameDecoder::commit(std::size_t n, std::vector<Message>& out) {
   payload_fill_ += n;
-  if (payload_fill_ == current_.payload.size()) finish_message(out);
+  if (payload_fill_ == payload_len_) finish_message(out);
 }
 
 }  // namespace kf::wire

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -58,6 +59,15 @@ std::vector<std::byte> encode_ack(std::uint64_t id);
 // Prefix + payload in one buffer (tests, fuzzing).
 std::vector<std::byte> encode(const Message& message);
 
+// For a reader whose bytes stay put until it has delivered what it decoded from them (a
+// shared-memory ring): a payload of at least min_bytes that lies whole in the bytes fed becomes
+// make(its bytes), left where it is, instead of a copy. Smaller payloads, and those split between
+// feeds, are copied as usual.
+struct InPlace {
+  std::size_t min_bytes = 0;
+  std::function<Payload(std::span<const std::byte>)> make;
+};
+
 class FrameDecoder {
  public:
   // Largest payload accepted; a frame announcing more is a protocol error.
@@ -65,7 +75,8 @@ class FrameDecoder {
 
   // Consumes bytes; complete messages are appended to `out`. Returns false (and stays failed) on
   // a malformed frame; error() says why.
-  bool feed(std::span<const std::byte> bytes, std::vector<Message>& out);
+  bool feed(std::span<const std::byte> bytes, std::vector<Message>& out,
+            const InPlace* in_place = nullptr);
 
   // While a payload is being received: where the rest of it goes, so a reader can read into it
   // directly; commit(n) after writing n bytes there. Empty otherwise.
@@ -93,6 +104,10 @@ class FrameDecoder {
   std::array<std::byte, kHeaderBytes> header_{};
   std::size_t header_fill_ = 0;
   std::size_t name_len_ = 0;
+  // A sent payload's size, and whether current_ holds room for it yet: made when its first byte
+  // comes (direct_target, feed), unless feed takes it in place.
+  std::size_t payload_len_ = 0;
+  bool payload_room_ = false;
   std::size_t payload_fill_ = 0;
   Message current_;
   std::string error_;

@@ -104,6 +104,10 @@ class PayloadSource {
   // After a failed read or verify: true when the owner is gone (its process ended), so the peer
   // is lost rather than misbehaving.
   virtual bool lender_lost() const { return false; }
+  // The bytes where this process can read them as they are, until the payload is dropped (a
+  // shared-memory ring's, say): folded and copied straight from there. Null when they must be
+  // read (read()).
+  virtual const std::byte* bytes_here() const { return nullptr; }
 };
 
 // Why a remote payload's bytes could not be read (Payload::materialize).

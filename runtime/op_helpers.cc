@@ -65,6 +65,10 @@ std::optional<PayloadError> read_error(PayloadSource& source) {
 // Calls fold(offset, bytes, size) for consecutive pieces of a remote payload.
 template <typename Fold>
 std::optional<PayloadError> fold_remote(PayloadSource& source, std::size_t size, Fold fold) {
+  if (const std::byte* here = source.bytes_here()) {  // no piece to read them into
+    fold(0, here, size);
+    return std::nullopt;
+  }
   std::byte* piece = scratch();
   for (std::size_t offset = 0; offset < size; offset += kPieceBytes) {
     const std::size_t n = std::min(kPieceBytes, size - offset);
@@ -82,6 +86,10 @@ namespace detail {
 std::optional<PayloadError> copy_payload_bytes(BufferView dst, const Payload& payload) {
   if (payload.failed()) return payload_failure(payload);
   if (PayloadSource* source = payload.source()) {
+    if (const std::byte* here = source->bytes_here()) {
+      std::memcpy(dst.data(), here, payload.size());
+      return std::nullopt;
+    }
     if (!source->read(0, dst.data(), payload.size()) || !source->verify()) {
       return read_error(*source);
     }

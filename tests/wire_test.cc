@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
+#include <span>
 
 #include "real/wire.h"
 
@@ -95,6 +97,47 @@ std::vector<std::byte> header_with(std::uint8_t type, std::uint8_t bits, std::ui
   std::memcpy(h.data() + 2, &name_len, 2);
   std::memcpy(h.data() + 32, &payload_len, 8);
   return h;
+}
+
+// With InPlace, a payload of at least min_bytes that lies whole in the bytes fed becomes make's
+// payload (here a borrowed view that records where it pointed); a smaller one, or one split
+// between two feeds, is copied as usual. Every message decodes the same either way.
+TEST(Wire, APayloadWholeInTheBytesFedIsTakenInPlaceFromItsSize) {
+  const std::vector<Message> sent = {make(1, 5000), make(2, 20000), make(3, 0), make(4, 30000)};
+  const std::vector<std::byte> stream = stream_of(sent);
+  std::vector<const std::byte*> made;
+  const InPlace in_place{.min_bytes = 16384, .make = [&made](std::span<const std::byte> bytes) {
+                           made.push_back(bytes.data());
+                           return Payload::borrowed(bytes.data(), bytes.size(),
+                                                    std::make_shared<int>(0));
+                         }};
+  // Whole: the two large payloads are views into the stream, at their place in it.
+  FrameDecoder whole;
+  std::vector<Message> got;
+  ASSERT_TRUE(whole.feed(stream, got, &in_place));
+  ASSERT_EQ(got.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    expect_same(got[i], sent[i]);
+  ASSERT_EQ(made.size(), 2u);
+  EXPECT_EQ(got[1].payload.data(), made[0]);
+  EXPECT_EQ(got[3].payload.data(), made[1]);
+  EXPECT_GE(made[0], stream.data());
+  EXPECT_LT(made[1], stream.data() + stream.size());
+  EXPECT_NE(got[0].payload.data(), nullptr);
+  EXPECT_FALSE(got[0].payload.is_borrowed());  // 5000 bytes: copied
+  // Split inside the second payload: it is copied; the fourth, whole in the second feed, is not.
+  made.clear();
+  const std::size_t cut = encode(sent[0]).size() + encode_prefix(sent[1]).size() + 100;
+  FrameDecoder split;
+  std::vector<Message> again;
+  ASSERT_TRUE(split.feed(std::span(stream).first(cut), again, &in_place));
+  ASSERT_TRUE(split.feed(std::span(stream).subspan(cut), again, &in_place));
+  ASSERT_EQ(again.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    expect_same(again[i], sent[i]);
+  EXPECT_FALSE(again[1].payload.is_borrowed());
+  EXPECT_TRUE(again[3].payload.is_borrowed());
+  EXPECT_EQ(made.size(), 1u);
 }
 
 TEST(Wire, RejectsUnknownKind) {
