@@ -28,6 +28,10 @@ constexpr std::size_t kDirectMin = 64u << 10;  // smaller payload remainders go 
 // Ring payloads from this size are read where they lie (RingSlice): a slice costs an allocation
 // and, if kept past its round, a copy anyway; below it a copy costs less.
 constexpr std::size_t kInPlaceMinBytes = 16u << 10;
+// And up to a quarter of the ring: a payload read in place keeps its writer from its room until
+// the round is delivered (its fold, say), and a larger one left the writer too little for the
+// next frame meanwhile (2 ranks, 512 KiB parts in a 1 MiB ring: slower than copied out).
+constexpr std::size_t kInPlaceMaxPerRing = 4;
 constexpr std::size_t kReadBudget = 16u << 20;  // per readiness event, so one peer cannot hog
 
 }  // namespace
@@ -187,12 +191,14 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     // its bytes are still unconsumed).
     std::vector<std::shared_ptr<RingSlice>> slices;
     const std::shared_ptr<ShmRing> ring = c.ring;  // mapped while the slices point into it
-    const wire::InPlace in_place{
-        .min_bytes = kInPlaceMinBytes, .make = [&slices, &ring](std::span<const std::byte> bytes) {
-          auto slice = std::make_shared<RingSlice>(ring, bytes.data(), bytes.size());
-          slices.push_back(slice);
-          return Payload::remote(bytes.size(), std::move(slice));
-        }};
+    const wire::InPlace in_place{.min_bytes = kInPlaceMinBytes,
+                                 .max_bytes = ring->capacity() / kInPlaceMaxPerRing,
+                                 .make = [&slices, &ring](std::span<const std::byte> bytes) {
+                                   auto slice = std::make_shared<RingSlice>(ring, bytes.data(),
+                                                                            bytes.size());
+                                   slices.push_back(slice);
+                                   return Payload::remote(bytes.size(), std::move(slice));
+                                 }};
     c.decoder.feed(first, messages, &in_place);
     if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages, &in_place);
     c.ring_held = true;

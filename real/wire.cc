@@ -207,7 +207,7 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
       }
       case State::payload: {
         if (!payload_room_ && in_place != nullptr && payload_len_ >= in_place->min_bytes &&
-            bytes.size() >= payload_len_) {
+            payload_len_ <= in_place->max_bytes && bytes.size() >= payload_len_) {
           current_.payload = in_place->make(bytes.first(payload_len_));
           bytes = bytes.subspan(payload_len_);
           finish_message(out);

@@ -60,11 +60,12 @@ std::vector<std::byte> encode_ack(std::uint64_t id);
 std::vector<std::byte> encode(const Message& message);
 
 // For a reader whose bytes stay put until it has delivered what it decoded from them (a
-// shared-memory ring): a payload of at least min_bytes that lies whole in the bytes fed becomes
-// make(its bytes), left where it is, instead of a copy. Smaller payloads, and those split between
-// feeds, are copied as usual.
+// shared-memory ring): a payload of min_bytes to max_bytes that lies whole in the bytes fed
+// becomes make(its bytes), left where it is, instead of a copy. Other payloads, and those split
+// between feeds, are copied as usual.
 struct InPlace {
   std::size_t min_bytes = 0;
+  std::size_t max_bytes = SIZE_MAX;
   std::function<Payload(std::span<const std::byte>)> make;
 };
 

@@ -99,9 +99,9 @@ std::vector<std::byte> header_with(std::uint8_t type, std::uint8_t bits, std::ui
   return h;
 }
 
-// With InPlace, a payload of at least min_bytes that lies whole in the bytes fed becomes make's
-// payload (here a borrowed view that records where it pointed); a smaller one, or one split
-// between two feeds, is copied as usual. Every message decodes the same either way.
+// With InPlace, a payload of min_bytes to max_bytes that lies whole in the bytes fed becomes
+// make's payload (here a borrowed view that records where it pointed); a smaller or larger one,
+// or one split between two feeds, is copied as usual. Every message decodes the same either way.
 TEST(Wire, APayloadWholeInTheBytesFedIsTakenInPlaceFromItsSize) {
   const std::vector<Message> sent = {make(1, 5000), make(2, 20000), make(3, 0), make(4, 30000)};
   const std::vector<std::byte> stream = stream_of(sent);
@@ -137,6 +137,19 @@ TEST(Wire, APayloadWholeInTheBytesFedIsTakenInPlaceFromItsSize) {
     expect_same(again[i], sent[i]);
   EXPECT_FALSE(again[1].payload.is_borrowed());
   EXPECT_TRUE(again[3].payload.is_borrowed());
+  EXPECT_EQ(made.size(), 1u);
+  // Past max_bytes: copied, though whole.
+  made.clear();
+  InPlace capped = in_place;
+  capped.max_bytes = 25000;
+  FrameDecoder limited;
+  std::vector<Message> third;
+  ASSERT_TRUE(limited.feed(stream, third, &capped));
+  ASSERT_EQ(third.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    expect_same(third[i], sent[i]);
+  EXPECT_TRUE(third[1].payload.is_borrowed());
+  EXPECT_FALSE(third[3].payload.is_borrowed());
   EXPECT_EQ(made.size(), 1u);
 }
 
