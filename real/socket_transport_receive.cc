@@ -178,17 +178,10 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     std::vector<Message>& messages = round.messages;
     const std::size_t n = first.size() + second.size();
     budget -= std::min(budget, n);
-    if (!handlers_.remote_payloads) {  // these handlers take bytes only: copied out
-      c.decoder.feed(first, messages);
-      if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages);
-      c.ring->consume(n);
-      if (!finish_round(c, messages)) return false;
-      continue;
-    }
     // Large payloads stay in the ring while their round is delivered (RingSlice), so the
     // operations fold and copy them from there. The ring gets the bytes back only afterwards,
     // once every slice still held is detached; until then nothing drains it again (ring_held:
-    // its bytes are still unconsumed).
+    // its bytes are still unconsumed). Handlers that take bytes only get copies.
     std::vector<std::shared_ptr<RingSlice>> slices;
     const std::shared_ptr<ShmRing> ring = c.ring;  // mapped while the slices point into it
     const wire::InPlace in_place{.min_bytes = kInPlaceMinBytes,
@@ -199,8 +192,14 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
                                    slices.push_back(slice);
                                    return Payload::remote(bytes.size(), std::move(slice));
                                  }};
-    c.decoder.feed(first, messages, &in_place);
-    if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages, &in_place);
+    const wire::InPlace* place = handlers_.remote_payloads ? &in_place : nullptr;
+    c.decoder.feed(first, messages, place);
+    if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages, place);
+    if (slices.empty()) {  // all copied out: the writer gets its room back before delivery
+      ring->consume(n);
+      if (!finish_round(c, messages)) return false;
+      continue;
+    }
     c.ring_held = true;
     const bool open = finish_round(c, messages);  // may close this connection: c is not used
     stats_.read_in_place += slices.size();
