@@ -16,7 +16,7 @@
 namespace kf::handshake {
 
 inline constexpr std::uint32_t kMagic = 0x5346484B;  // "KHFS"
-inline constexpr std::uint16_t kProtocol = 2;
+inline constexpr std::uint16_t kProtocol = 3;        // 3: a ring's frames padded (wire::kBitPadded)
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;
 

@@ -44,8 +44,9 @@ struct SocketTransport::Conn {
   struct Out {
     std::vector<std::byte> prefix;
     Message message;
+    std::size_t suffix = 0;  // zeros after the payload: a ring's frame padded (wire::kBitPadded)
     std::size_t wire_size() const {
-      return prefix.size() + (message.payload.is_phantom() ? 0 : message.payload.size());
+      return prefix.size() + (message.payload.is_phantom() ? 0 : message.payload.size()) + suffix;
     }
   };
 

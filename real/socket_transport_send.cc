@@ -47,6 +47,8 @@ constexpr std::size_t kStackNameBytes = 256;
 // So does one to a socket, with a payload up to this size, in one write of its prefix and payload
 // (a larger one goes by the queue, whose flushes share the loop's thread with the reading).
 constexpr std::size_t kDirectPayloadBytes = kTcpShortTail;
+// What pads a ring's frame after its payload (wire::kBitPadded).
+constexpr std::array<std::byte, 8> kZeros{};
 
 }  // namespace
 
@@ -98,18 +100,22 @@ bool SocketTransport::lends(const Conn& c, const Message& message) const {
 }
 
 void SocketTransport::write_ring(Conn& c, Message&& message) {
-  std::array<std::byte, wire::kHeaderBytes + kStackNameBytes> buffer;
-  const std::span<const std::byte> prefix(buffer.data(), wire::encode_prefix(message, buffer));
+  std::array<std::byte, wire::kHeaderBytes + kStackNameBytes + 8> buffer;
+  const std::span<const std::byte> prefix(buffer.data(),
+                                          wire::encode_prefix(message, buffer, /*padded=*/true));
   const std::span<const std::byte> payload =
       message.payload.is_phantom()
           ? std::span<const std::byte>()
           : std::span<const std::byte>(message.payload.data(), message.payload.size());
+  const std::span<const std::byte> suffix(kZeros.data(), wire::suffix_bytes(message, true));
   ShmRing& ring = *c.ring;
   std::size_t written = ring.write(prefix);
   if (written == prefix.size() && !payload.empty()) written += ring.write(payload);
-  if (written < prefix.size() + payload.size()) {
+  if (written == prefix.size() + payload.size() && !suffix.empty()) written += ring.write(suffix);
+  if (written < prefix.size() + payload.size() + suffix.size()) {
     // Full: the rest waits in the queue, as flush_ring would have left it.
-    c.out.push_back({std::vector<std::byte>(prefix.begin(), prefix.end()), std::move(message)});
+    c.out.push_back(
+        {std::vector<std::byte>(prefix.begin(), prefix.end()), std::move(message), suffix.size()});
     c.out_offset = written;
   }
   after_ring_write(c);
@@ -144,15 +150,17 @@ void SocketTransport::enqueue(Conn& c, Message message) {
     std::atomic<std::uint64_t>* slot = socket_detail::LendSlots::instance().take(&id);
     const wire::Lent lent{reinterpret_cast<std::uintptr_t>(message.payload.data()), id,
                           reinterpret_cast<std::uintptr_t>(slot)};
-    auto prefix = wire::encode_lent_prefix(message, lent);
+    auto prefix = wire::encode_lent_prefix(message, lent, /*padded=*/c.writes_ring());
     lent_.emplace(id, LentPayload{c.peer, std::move(message.payload),  // the bytes do not move
                                   std::unique_ptr<std::atomic<std::uint64_t>, SlotRelease>(slot)});
     ++stats_.lent;
     c.out.push_back({std::move(prefix), Message{}});
     return;
   }
-  auto prefix = wire::encode_prefix(message);
-  c.out.push_back({std::move(prefix), std::move(message)});
+  const bool padded = c.writes_ring();
+  auto prefix = wire::encode_prefix(message, padded);
+  const std::size_t suffix = wire::suffix_bytes(message, padded);
+  c.out.push_back({std::move(prefix), std::move(message), suffix});
 }
 
 void SocketTransport::flush(Conn& c) {
@@ -228,11 +236,13 @@ void SocketTransport::flush_ring(Conn& c) {
         item.message.payload.is_phantom()
             ? std::span<const std::byte>()
             : std::span<const std::byte>(item.message.payload.data(), item.message.payload.size());
-    // The frame's bytes from out_offset on, the prefix's then the payload's.
+    const std::span<const std::byte> suffix(kZeros.data(), item.suffix);
+    // The frame's bytes from out_offset on: the prefix's, the payload's, then the padding.
     while (c.out_offset < item.wire_size()) {
-      const auto rest = c.out_offset < prefix.size()
-                            ? prefix.subspan(c.out_offset)
-                            : payload.subspan(c.out_offset - prefix.size());
+      const std::size_t body = prefix.size() + payload.size();
+      const auto rest = c.out_offset < prefix.size() ? prefix.subspan(c.out_offset)
+                        : c.out_offset < body        ? payload.subspan(c.out_offset - prefix.size())
+                                                     : suffix.subspan(c.out_offset - body);
       const std::size_t n = ring.write(rest);
       c.out_offset += n;
       if (n < rest.size()) {

@@ -33,25 +33,32 @@ bool known_kind(std::uint8_t k) {
 
 }  // namespace
 
-std::size_t prefix_bytes(const Message& m) {
-  return kHeaderBytes + m.header.name.size();
+std::size_t prefix_bytes(const Message& m, bool padded) {
+  const std::size_t name = m.header.name.size();
+  return kHeaderBytes + name + (padded ? padding_to_8(name) : 0);
 }
 
-std::vector<std::byte> encode_prefix(const Message& m) {
-  std::vector<std::byte> out(prefix_bytes(m));
-  encode_prefix(m, out);
+std::size_t suffix_bytes(const Message& m, bool padded) {
+  return padded && !m.payload.is_phantom() ? padding_to_8(m.payload.size()) : 0;
+}
+
+std::vector<std::byte> encode_prefix(const Message& m, bool padded) {
+  std::vector<std::byte> out(prefix_bytes(m, padded));
+  encode_prefix(m, out, padded);
   return out;
 }
 
-std::size_t encode_prefix(const Message& m, std::span<std::byte> out) {
+std::size_t encode_prefix(const Message& m, std::span<std::byte> out, bool padded) {
   const auto& h = m.header;
-  if (out.size() < prefix_bytes(m)) {
-    throw std::invalid_argument(fmt::format("encode_prefix: {} bytes cannot hold the prefix of {}",
-                                            out.size(), prefix_bytes(m)));
+  const std::size_t size = prefix_bytes(m, padded);
+  if (out.size() < size) {
+    throw std::invalid_argument(
+        fmt::format("encode_prefix: {} bytes cannot hold the prefix of {}", out.size(), size));
   }
   std::byte* p = out.data();
+  const std::uint8_t bits = (m.payload.is_phantom() ? kBitPhantom : 0) | (padded ? kBitPadded : 0);
   put<std::uint8_t>(p + 0, static_cast<std::uint8_t>(h.kind));
-  put<std::uint8_t>(p + 1, m.payload.is_phantom() ? kBitPhantom : 0);
+  put<std::uint8_t>(p + 1, bits);
   put<std::uint16_t>(p + 2, static_cast<std::uint16_t>(h.name.size()));
   put<std::uint32_t>(p + 4, h.flags);
   put<std::uint32_t>(p + 8, h.chunk);
@@ -60,12 +67,13 @@ std::size_t encode_prefix(const Message& m, std::span<std::byte> out) {
   put<std::uint64_t>(p + 24, h.version);
   put<std::uint64_t>(p + 32, m.payload.size());
   std::memcpy(p + kHeaderBytes, h.name.data(), h.name.size());
-  return prefix_bytes(m);
+  std::memset(p + kHeaderBytes + h.name.size(), 0, size - kHeaderBytes - h.name.size());
+  return size;
 }
 
-std::vector<std::byte> encode_lent_prefix(const Message& m, Lent lent) {
-  auto out = encode_prefix(m);
-  out[1] = static_cast<std::byte>(kBitLent);
+std::vector<std::byte> encode_lent_prefix(const Message& m, Lent lent, bool padded) {
+  auto out = encode_prefix(m, padded);
+  out[1] = static_cast<std::byte>(kBitLent | (padded ? kBitPadded : 0));
   const std::size_t at = out.size();
   out.resize(at + kLentBytes);
   put<std::uint64_t>(out.data() + at, lent.address);
@@ -118,10 +126,12 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
     return true;
   }
   if (!known_kind(type)) return fail(fmt::format("unknown frame type {}", type));
-  if ((bits & ~(kBitPhantom | kBitLent)) != 0 || bits == (kBitPhantom | kBitLent)) {
+  if ((bits & ~(kBitPhantom | kBitLent | kBitPadded)) != 0 ||
+      (bits & (kBitPhantom | kBitLent)) == (kBitPhantom | kBitLent)) {
     return fail(fmt::format("unknown frame bits {:#x}", bits));
   }
   lent_frame_ = (bits & kBitLent) != 0;
+  const bool padded = (bits & kBitPadded) != 0;
   if (name_len > kMaxNameBytes) return fail(fmt::format("name of {} bytes is too long", name_len));
   if (payload_len > max_payload_) {
     return fail(
@@ -140,12 +150,15 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
   payload_fill_ = 0;
   payload_len_ = 0;
   payload_room_ = false;
+  name_padding_ = padded ? padding_to_8(name_len) : 0;
+  payload_padding_ = 0;
   if ((bits & kBitPhantom) != 0) {
     current_.payload = Payload::phantom(static_cast<std::size_t>(payload_len));
   } else if (lent_frame_) {
     lent_size_ = static_cast<std::size_t>(payload_len);  // the bytes stay with the sender
   } else {
     payload_len_ = static_cast<std::size_t>(payload_len);  // room for it once its bytes come
+    payload_padding_ = padded ? padding_to_8(payload_len_) : 0;
   }
   state_ = State::name;
   if (name_len_ == 0) after_name(out);
@@ -153,6 +166,15 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
 }
 
 void FrameDecoder::after_name(std::vector<Message>& out) {
+  if (name_padding_ > 0) {
+    state_ = State::name_padding;
+    padding_left_ = name_padding_;
+    return;
+  }
+  after_name_padding(out);
+}
+
+void FrameDecoder::after_name_padding(std::vector<Message>& out) {
   if (lent_frame_) {
     state_ = State::lent;
     lent_fill_ = 0;
@@ -166,6 +188,14 @@ void FrameDecoder::finish_message(std::vector<Message>& out) {
   out.push_back(std::move(current_));
   current_ = Message{};
   state_ = State::header;
+}
+
+void FrameDecoder::finish_payload(std::vector<Message>& out) {
+  finish_message(out);
+  if (payload_padding_ > 0) {
+    state_ = State::payload_padding;
+    padding_left_ = payload_padding_;
+  }
 }
 
 bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& out,
@@ -190,6 +220,19 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
         if (current_.header.name.size() == name_len_) after_name(out);
         break;
       }
+      case State::name_padding:
+      case State::payload_padding: {
+        const std::size_t n = std::min(bytes.size(), padding_left_);
+        bytes = bytes.subspan(n);
+        padding_left_ -= n;
+        if (padding_left_ > 0) break;
+        if (state_ == State::name_padding) {
+          after_name_padding(out);
+        } else {
+          state_ = State::header;
+        }
+        break;
+      }
       case State::lent: {
         const std::size_t n = std::min(bytes.size(), kLentBytes - lent_fill_);
         std::memcpy(lent_buf_.data() + lent_fill_, bytes.data(), n);
@@ -210,7 +253,7 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
             payload_len_ <= in_place->max_bytes && bytes.size() >= payload_len_) {
           current_.payload = in_place->make(bytes.first(payload_len_));
           bytes = bytes.subspan(payload_len_);
-          finish_message(out);
+          finish_payload(out);
           break;
         }
         auto target = direct_target();
@@ -237,7 +280,7 @@ std::span<std::byte> FrameDecoder::direct_target() {
 
 void FrameDecoder::commit(std::size_t n, std::vector<Message>& out) {
   payload_fill_ += n;
-  if (payload_fill_ == payload_len_) finish_message(out);
+  if (payload_fill_ == payload_len_) finish_payload(out);
 }
 
 }  // namespace kf::wire

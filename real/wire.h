@@ -34,6 +34,14 @@ inline constexpr std::uint8_t kBitPhantom = 1u << 0;  // payload_len bytes are i
 // trusting the copy only if the slot still holds the id afterwards; then it acks the id.
 inline constexpr std::uint8_t kBitLent = 1u << 1;
 inline constexpr std::size_t kLentBytes = 24;
+// A ring's frames: 0-7 bytes follow the name, so that what comes next lies on 8 bytes from the
+// frame's start, and 0-7 follow a sent payload, so that the frame's length is a multiple of 8.
+// Every frame of a ring then starts on 8 bytes, and so does every payload in it, which its reader
+// folds where it lies (RingSlice): elements aligned as their type needs.
+inline constexpr std::uint8_t kBitPadded = 1u << 2;
+inline constexpr std::size_t padding_to_8(std::size_t n) {
+  return (8 - n % 8) % 8;
+}
 
 struct Lent {
   std::uint64_t address = 0;
@@ -47,13 +55,16 @@ struct LentRef {
   std::size_t size;  // of the payload
 };
 
-// Header of `message` followed by its name: what goes before the payload on the wire.
-std::vector<std::byte> encode_prefix(const Message& message);
-// The same into `out`, which must hold prefix_bytes(message); returns the bytes written.
-std::size_t prefix_bytes(const Message& message);
-std::size_t encode_prefix(const Message& message, std::span<std::byte> out);
+// Header of `message` followed by its name (and, `padded`, the name's padding, kBitPadded): what
+// goes before the payload on the wire.
+std::vector<std::byte> encode_prefix(const Message& message, bool padded = false);
+// The same into `out`, which must hold prefix_bytes(message, padded); returns the bytes written.
+std::size_t prefix_bytes(const Message& message, bool padded = false);
+std::size_t encode_prefix(const Message& message, std::span<std::byte> out, bool padded = false);
+// How many bytes of padding follow the payload of a `padded` frame of `message`.
+std::size_t suffix_bytes(const Message& message, bool padded);
 // The prefix of a message whose payload is lent rather than sent.
-std::vector<std::byte> encode_lent_prefix(const Message& message, Lent lent);
+std::vector<std::byte> encode_lent_prefix(const Message& message, Lent lent, bool padded = false);
 std::vector<std::byte> encode_bye();
 std::vector<std::byte> encode_ack(std::uint64_t id);
 // Prefix + payload in one buffer (tests, fuzzing).
@@ -94,8 +105,10 @@ class FrameDecoder {
   bool idle() const { return state_ == State::header && header_fill_ == 0; }
 
  private:
-  enum class State { header, name, lent, payload, closed };
+  enum class State { header, name, name_padding, lent, payload, payload_padding, closed };
   void after_name(std::vector<Message>& out);
+  void after_name_padding(std::vector<Message>& out);
+  void finish_payload(std::vector<Message>& out);  // finish_message, then its padding
   bool take_header(std::vector<Message>& out);
   void finish_message(std::vector<Message>& out);
   bool fail(std::string why);
@@ -109,6 +122,9 @@ class FrameDecoder {
   // comes (direct_target, feed), unless feed takes it in place.
   std::size_t payload_len_ = 0;
   bool payload_room_ = false;
+  std::size_t name_padding_ = 0;     // kBitPadded: bytes to skip after the name
+  std::size_t payload_padding_ = 0;  // and after a sent payload
+  std::size_t padding_left_ = 0;     // of the padding being skipped
   std::size_t payload_fill_ = 0;
   Message current_;
   std::string error_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace kf {
@@ -62,10 +63,15 @@ std::optional<PayloadError> read_error(PayloadSource& source) {
                       std::move(why)};
 }
 
-// Calls fold(offset, bytes, size) for consecutive pieces of a remote payload.
+// Calls fold(offset, bytes, size) for consecutive pieces of a remote payload of elements of
+// `elem` bytes. Bytes this process can read where they lie are folded from there when they are
+// aligned for their elements (a ring's frames leave them wherever the name ends); otherwise, and
+// for bytes that must be read, each piece is read into a buffer that stays in cache.
 template <typename Fold>
-std::optional<PayloadError> fold_remote(PayloadSource& source, std::size_t size, Fold fold) {
-  if (const std::byte* here = source.bytes_here()) {  // no piece to read them into
+std::optional<PayloadError> fold_remote(PayloadSource& source, std::size_t size, std::size_t elem,
+                                        Fold fold) {
+  if (const std::byte* here = source.bytes_here();
+      here != nullptr && reinterpret_cast<std::uintptr_t>(here) % elem == 0) {
     fold(0, here, size);
     return std::nullopt;
   }
@@ -104,7 +110,7 @@ std::optional<PayloadError> reduce_payload_bytes(BufferView dst, const Payload& 
   if (payload.failed()) return payload_failure(payload);
   if (PayloadSource* source = payload.source()) {
     const std::size_t elem = dst.elem_size();
-    return fold_remote(*source, payload.size(),
+    return fold_remote(*source, payload.size(), elem,
                        [&](std::size_t offset, const std::byte* bytes, std::size_t n) {
                          reduce_into(dst.data() + offset, bytes, n / elem, dst.dtype(), op);
                        });
@@ -118,10 +124,11 @@ std::optional<PayloadError> reduce_payload_bytes_to(BufferView dst, ConstBufferV
   if (payload.failed()) return payload_failure(payload);
   if (PayloadSource* source = payload.source()) {
     const std::size_t elem = dst.elem_size();
-    return fold_remote(
-        *source, payload.size(), [&](std::size_t offset, const std::byte* bytes, std::size_t n) {
-          reduce_to(dst.data() + offset, a.data() + offset, bytes, n / elem, dst.dtype(), op);
-        });
+    return fold_remote(*source, payload.size(), elem,
+                       [&](std::size_t offset, const std::byte* bytes, std::size_t n) {
+                         reduce_to(dst.data() + offset, a.data() + offset, bytes, n / elem,
+                                   dst.dtype(), op);
+                       });
   }
   reduce_to(dst.data(), a.data(), payload.data(), dst.count(), dst.dtype(), op);
   return std::nullopt;
