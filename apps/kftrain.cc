@@ -30,6 +30,7 @@
 #include "launch/real_membership.h"
 #include "launch/worker_env.h"
 #include "policies/registry.h"
+#include "real/cpu_cores.h"
 #include "real/epoll_loop.h"
 #include "real/local_compute.h"
 #include "real/socket_transport.h"
@@ -261,7 +262,7 @@ int main(int argc, char** argv) {
     options.device = device;
     if (config.strategy) options.engine.strategy = *config.strategy;
     // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
-    options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
+    options.engine.host_cores = kf::usable_cores();
     if (use_gpu) {
       if (!numeric.empty()) throw std::invalid_argument("-gpu and -numeric do not go together");
       if (const auto why = kf::gpu_unavailable()) throw std::runtime_error("-gpu: " + *why);

@@ -15,6 +15,7 @@
 
 #include "launch/flags.h"
 #include "launch/startup_report.h"
+#include "real/cpu_cores.h"
 #include "real/epoll_loop.h"
 #include "real/shm_ring.h"
 #include "runtime/chunking.h"
@@ -427,7 +428,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
       p.options.busy_poll ? kBusyPollAutoDoublingBytes : p.options.engine.auto_doubling_bytes);
   // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
   if (p.options.engine.host_cores == 0)
-    p.options.engine.host_cores = static_cast<int>(std::thread::hardware_concurrency());
+    p.options.engine.host_cores = usable_cores();
   p.ring_lend_min_given = p.options.transport.ring_lend_min_bytes;
   p.ring_part_lend_min_given = p.options.transport.ring_part_lend_min_bytes;
   p.fit_cores(p.config.cluster, p.config.rank);

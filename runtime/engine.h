@@ -41,8 +41,9 @@ struct EngineOptions {
   // own: where the workers outnumber host_cores, auto_ring_part_bytes holds on one host too. Every
   // peer must use the same value.
   std::size_t auto_local_ring_part_bytes = kDefaultAutoLocalRingPartBytes;
-  // The cores of the host, when the workers share one (the peer sets it; every worker on a host
-  // sees the same count). 0: unknown, taken as a core per worker (simulations).
+  // The cores of the host, when the workers share one (the peer sets it from the workers'
+  // affinity mask, kf::usable_cores; every worker on a host must see the same count). 0: unknown,
+  // taken as a core per worker (simulations).
   int host_cores = 0;
   // AUTO: an allreduce of at most this many bytes goes by recursive doubling (log2 n steps, each
   // partner pair swapping the whole buffer at once), on one host or across hosts; 0: never. Every

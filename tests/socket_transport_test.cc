@@ -3,6 +3,7 @@
 // connections with the wrong secret, no secret, the wrong cluster version or garbage.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 
 #include "launch/peer.h"
 #include "net_helpers.h"
+#include "real/cpu_cores.h"
 #include "real/handshake.h"
 #include "real/shm_ring.h"
 #include "real/sockets.h"
@@ -613,44 +615,78 @@ TEST(Peer, RingPeersLendOnlyWhatTheRingWouldCarrySlowly) {
 // With two workers a core (in turns), a ring's parts are lent from half the ring; smaller ones
 // stream, and their reader folds them where they lie in the ring (up to a quarter of it). With a
 // core each the ring's parts stream up to the whole ring.
+// What one allreduce of `bytes` on every peer of `cluster` moved how (lent from the sender's
+// memory, read in place from a ring), after checking its sums.
+struct HowMoved {
+  std::uint64_t lent = 0;
+  std::uint64_t in_place = 0;
+};
+HowMoved allreduce_moved(const ClusterSpec& cluster, const PeerOptions& options,
+                         std::size_t bytes) {
+  std::atomic<std::uint64_t> lent{0};
+  std::atomic<std::uint64_t> in_place{0};
+  std::atomic<int> wrong{0};
+  on_every_peer(cluster, options, [&](Peer& peer) {
+    const float me = static_cast<float>(peer.rank() + 1);
+    std::vector<float> x(bytes / sizeof(float), me);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = me * static_cast<float>(i % 1000);
+    if (!peer.allreduce(std::span<float>(x)).ok()) ++wrong;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (x[i] != 3.0f * static_cast<float>(i % 1000)) ++wrong;
+    if (!peer.barrier().ok()) ++wrong;
+    lent += peer.transport_stats().lent;
+    in_place += peer.transport_stats().read_in_place;
+  });
+  EXPECT_EQ(wrong, 0) << options.engine.host_cores << " cores, " << bytes << " bytes";
+  return HowMoved{lent.load(), in_place.load()};
+}
+
 TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace) {
-  const auto base = free_port_base(2);
-  const ClusterSpec cluster = ClusterSpec::local(2, base);
-  struct Counts {
-    std::uint64_t lent = 0;
-    std::uint64_t in_place = 0;
-  };
+  const ClusterSpec cluster = ClusterSpec::local(2, free_port_base(2));
   auto run = [&](int cores, StrategyName strategy, std::size_t bytes) {
     PeerOptions options;
     options.engine.host_cores = cores;
     options.engine.strategy = strategy;
-    std::atomic<std::uint64_t> lent{0};
-    std::atomic<std::uint64_t> in_place{0};
-    std::atomic<int> wrong{0};
-    on_every_peer(cluster, options, [&](Peer& peer) {
-      const float me = static_cast<float>(peer.rank() + 1);
-      std::vector<float> x(bytes / sizeof(float), me);
-      for (std::size_t i = 0; i < x.size(); ++i)
-        x[i] = me * static_cast<float>(i % 1000);
-      if (!peer.allreduce(std::span<float>(x)).ok()) ++wrong;
-      for (std::size_t i = 0; i < x.size(); ++i)
-        if (x[i] != 3.0f * static_cast<float>(i % 1000)) ++wrong;
-      if (!peer.barrier().ok()) ++wrong;
-      lent += peer.transport_stats().lent;
-      in_place += peer.transport_stats().read_in_place;
-    });
-    EXPECT_EQ(wrong, 0) << cores << " cores, " << bytes << " bytes";
-    return Counts{lent.load(), in_place.load()};
+    return allreduce_moved(cluster, options, bytes);
   };
-  const Counts halves = run(1, StrategyName::ring_rs_ag, 1u << 20);  // parts of 512 KiB
+  const HowMoved halves = run(1, StrategyName::ring_rs_ag, 1u << 20);  // parts of 512 KiB
   EXPECT_GT(halves.lent, 0u);
-  const Counts quarters = run(1, StrategyName::ring_rs_ag, 512u << 10);  // parts of 256 KiB
+  const HowMoved quarters = run(1, StrategyName::ring_rs_ag, 512u << 10);  // parts of 256 KiB
   EXPECT_EQ(quarters.lent, 0u);
   EXPECT_GT(quarters.in_place, 0u);
   EXPECT_EQ(run(1, StrategyName::star, 256u << 10).lent, 0u);
-  const Counts own_cores = run(2, StrategyName::ring_rs_ag, 512u << 10);
+  const HowMoved own_cores = run(2, StrategyName::ring_rs_ag, 512u << 10);
   EXPECT_EQ(own_cores.lent, 0u);
   EXPECT_GT(own_cores.in_place, 0u);
+}
+
+// Workers confined to one core (taskset, a cpuset) take turns on it, however many the machine
+// has: the peer counts the cores of its affinity mask, and lends a ring's large parts as above.
+TEST(Peer, CountsTheCoresOfItsAffinityMaskNotTheMachines) {
+  cpu_set_t mask;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(mask), &mask), 0);
+  if (CPU_COUNT(&mask) < 2) GTEST_SKIP() << "needs two cores in this process's mask";
+  EXPECT_EQ(usable_cores(), CPU_COUNT(&mask));
+  int first = 0;
+  while (!CPU_ISSET(first, &mask))
+    ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  // The peers' threads inherit the mask of this thread, which starts them.
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
+  const int pinned_count = usable_cores();
+  PeerOptions options;
+  options.engine.strategy = StrategyName::ring_rs_ag;
+  const HowMoved pinned =
+      allreduce_moved(ClusterSpec::local(2, free_port_base(2)), options, 1u << 20);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(mask), &mask), 0);
+  EXPECT_EQ(pinned_count, 1);
+  EXPECT_GT(pinned.lent, 0u);  // parts of 512 KiB, lent from half the ring: workers take turns
+  const HowMoved own_cores =
+      allreduce_moved(ClusterSpec::local(2, free_port_base(2)), options, 1u << 20);
+  EXPECT_EQ(own_cores.lent, 0u);  // a core each: streamed through the ring
 }
 
 // A busy-polling peer sends AUTO's small allreduces by recursive doubling unless told otherwise;
