@@ -427,8 +427,7 @@ Peer::Peer(WorkerConfig config, PeerOptions options) : impl_(std::make_unique<Im
   p.options.engine.auto_doubling_bytes = p.options.auto_doubling_bytes.value_or(
       p.options.busy_poll ? kBusyPollAutoDoublingBytes : p.options.engine.auto_doubling_bytes);
   // Every worker of a host counts the same cores, so all of them choose alike (AUTO).
-  if (p.options.engine.host_cores == 0)
-    p.options.engine.host_cores = usable_cores();
+  if (p.options.engine.host_cores == 0) p.options.engine.host_cores = usable_cores();
   p.ring_lend_min_given = p.options.transport.ring_lend_min_bytes;
   p.ring_part_lend_min_given = p.options.transport.ring_part_lend_min_bytes;
   p.fit_cores(p.config.cluster, p.config.rank);

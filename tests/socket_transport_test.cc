@@ -3,9 +3,9 @@
 // connections with the wrong secret, no secret, the wrong cluster version or garbage.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
