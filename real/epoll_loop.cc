@@ -587,10 +587,6 @@ bool EpollLoop::drive(const std::function<bool()>& done,
       // messages), the driver looks at them every kDescriptorLook: a look costs more than a
       // small message through a ring.
       if (timeout == 0 && quiet_spin) {
-        if (!ran && turn >= next_yield_) {
-          next_yield_ = turn + kSpinYield;
-          std::this_thread::yield();
-        }
         if (turn < next_look_) continue;
         next_look_ = turn + kDescriptorLook;
       }

@@ -292,12 +292,6 @@ class EpollLoop final : public Executor {
   static constexpr Duration kDriverLinger = std::chrono::milliseconds(2);
   Duration driver_linger_ = kDriverLinger;  // under mu_: set_driver_linger
   static constexpr auto kDescriptorLook = std::chrono::microseconds(20);
-  // A driver spinning on "a core of its own" yields it this often while idle. The core is what
-  // the host's count promises, not what the scheduler always gives: two workers put on one core
-  // (a waker pulls the woken onto its own) each spun out their whole poll before the other ran,
-  // about 2 x kOwnCorePollBeforeSleep a round trip, and stayed so for whole runs. A yield with
-  // nobody else to run returns at once.
-  static constexpr auto kSpinYield = std::chrono::microseconds(5);
   std::atomic<Duration::rep> poll_before_sleep_{kPollBeforeSleep.count()};
   std::atomic<Duration::rep> driver_poll_before_sleep_{kPollBeforeSleep.count()};
   TimePoint armed_ = TimePoint::max();
@@ -311,7 +305,6 @@ class EpollLoop final : public Executor {
   std::atomic<int> writing_watches_{0};
   // A spinning driver's next look at quiet descriptors (drive_until). Loop context only.
   std::chrono::steady_clock::time_point next_look_{};
-  std::chrono::steady_clock::time_point next_yield_{};  // likewise, its next yield (kSpinYield)
   std::vector<Poller*> pollers_;  // removed ones are null until the next turn compacts them
   std::thread thread_;            // last: starts after everything above exists
 };
