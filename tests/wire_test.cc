@@ -46,6 +46,36 @@ void expect_same(const Message& a, const Message& b) {
   }
 }
 
+// Every message of `sent` came back, in order, as it was sent.
+void expect_all_same(const std::vector<Message>& sent, const std::vector<Message>& got) {
+  ASSERT_EQ(got.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    expect_same(sent[i], got[i]);
+}
+
+// Takes payloads of at least min_bytes in place as borrowed views, recording where each pointed.
+InPlace recording_in_place(std::vector<const std::byte*>& made, std::size_t min_bytes) {
+  return InPlace{.min_bytes = min_bytes, .make = [&made](std::span<const std::byte> bytes) {
+                   made.push_back(bytes.data());
+                   return Payload::borrowed(bytes.data(), bytes.size(), std::make_shared<int>(0));
+                 }};
+}
+
+// The messages of the round-trip tests: `count` of the sizes in turn, then a phantom.
+std::vector<Message> sample_messages(std::span<const std::size_t> sizes, std::uint32_t count,
+                                     bool varied_names) {
+  std::vector<Message> sent;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Message m = make(i, sizes[i % sizes.size()]);
+    if (varied_names) m.header.name = std::string(i % 9, 'n') + std::to_string(i);
+    sent.push_back(std::move(m));
+  }
+  Message phantom = make(99, 0);
+  phantom.payload = Payload::phantom(12345);
+  sent.push_back(std::move(phantom));
+  return sent;
+}
+
 std::vector<std::byte> stream_of(const std::vector<Message>& ms) {
   std::vector<std::byte> out;
   for (const auto& m : ms) {
@@ -71,13 +101,8 @@ std::vector<std::byte> padded_stream_of(const std::vector<Message>& ms) {
 }
 
 TEST(Wire, RoundTripUnderRandomSplits) {
-  std::vector<Message> sent;
   const std::size_t sizes[] = {0, 1, 7, 40, 4096, 100000};
-  for (std::uint32_t i = 0; i < 24; ++i)
-    sent.push_back(make(i, sizes[i % 6]));
-  Message phantom = make(99, 0);
-  phantom.payload = Payload::phantom(12345);
-  sent.push_back(std::move(phantom));
+  const std::vector<Message> sent = sample_messages(sizes, 24, /*varied_names=*/false);
   const auto stream = stream_of(sent);
   std::mt19937 rng(7);
   for (int trial = 0; trial < 50; ++trial) {
@@ -99,9 +124,7 @@ TEST(Wire, RoundTripUnderRandomSplits) {
       ASSERT_TRUE(d.feed(std::span(stream.data() + pos, n), got)) << d.error();
       pos += n;
     }
-    ASSERT_EQ(got.size(), sent.size());
-    for (std::size_t i = 0; i < sent.size(); ++i)
-      expect_same(sent[i], got[i]);
+    expect_all_same(sent, got);
     EXPECT_TRUE(d.idle());
   }
 }
@@ -110,16 +133,8 @@ TEST(Wire, RoundTripUnderRandomSplits) {
 // under random splits, and every payload taken in place from a stream that starts on 8 bytes
 // starts on 8 bytes too.
 TEST(Wire, PaddedFramesRoundTripAndPutEveryPayloadOn8Bytes) {
-  std::vector<Message> sent;
   const std::size_t sizes[] = {0, 1, 7, 40, 4097, 20001, 100000};
-  for (std::uint32_t i = 0; i < 28; ++i) {
-    Message m = make(i, sizes[i % 7]);
-    m.header.name = std::string(i % 9, 'n') + std::to_string(i);
-    sent.push_back(std::move(m));
-  }
-  Message phantom = make(99, 0);
-  phantom.payload = Payload::phantom(12345);
-  sent.push_back(std::move(phantom));
+  const std::vector<Message> sent = sample_messages(sizes, 28, /*varied_names=*/true);
   const auto stream = padded_stream_of(sent);
   std::mt19937 rng(11);
   for (int trial = 0; trial < 30; ++trial) {
@@ -131,23 +146,15 @@ TEST(Wire, PaddedFramesRoundTripAndPutEveryPayloadOn8Bytes) {
       ASSERT_TRUE(d.feed(std::span(stream.data() + pos, n), got)) << d.error();
       pos += n;
     }
-    ASSERT_EQ(got.size(), sent.size());
-    for (std::size_t i = 0; i < sent.size(); ++i)
-      expect_same(sent[i], got[i]);
+    expect_all_same(sent, got);
     EXPECT_TRUE(d.idle());
   }
   std::vector<const std::byte*> made;
-  const InPlace in_place{.min_bytes = 1, .make = [&made](std::span<const std::byte> bytes) {
-                           made.push_back(bytes.data());
-                           return Payload::borrowed(bytes.data(), bytes.size(),
-                                                    std::make_shared<int>(0));
-                         }};
+  const InPlace in_place = recording_in_place(made, 1);
   FrameDecoder whole;
   std::vector<Message> got;
   ASSERT_TRUE(whole.feed(stream, got, &in_place)) << whole.error();
-  ASSERT_EQ(got.size(), sent.size());
-  for (std::size_t i = 0; i < sent.size(); ++i)
-    expect_same(sent[i], got[i]);
+  expect_all_same(sent, got);
   ASSERT_EQ(made.size(), 24u);  // every sent payload but the empty ones
   for (const std::byte* p : made)
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 8, 0u);
@@ -170,18 +177,12 @@ TEST(Wire, APayloadWholeInTheBytesFedIsTakenInPlaceFromItsSize) {
   const std::vector<Message> sent = {make(1, 5000), make(2, 20000), make(3, 0), make(4, 30000)};
   const std::vector<std::byte> stream = stream_of(sent);
   std::vector<const std::byte*> made;
-  const InPlace in_place{.min_bytes = 16384, .make = [&made](std::span<const std::byte> bytes) {
-                           made.push_back(bytes.data());
-                           return Payload::borrowed(bytes.data(), bytes.size(),
-                                                    std::make_shared<int>(0));
-                         }};
+  const InPlace in_place = recording_in_place(made, 16384);
   // Whole: the two large payloads are views into the stream, at their place in it.
   FrameDecoder whole;
   std::vector<Message> got;
   ASSERT_TRUE(whole.feed(stream, got, &in_place));
-  ASSERT_EQ(got.size(), sent.size());
-  for (std::size_t i = 0; i < sent.size(); ++i)
-    expect_same(got[i], sent[i]);
+  expect_all_same(sent, got);
   ASSERT_EQ(made.size(), 2u);
   EXPECT_EQ(got[1].payload.data(), made[0]);
   EXPECT_EQ(got[3].payload.data(), made[1]);
