@@ -612,9 +612,6 @@ TEST(Peer, RingPeersLendOnlyWhatTheRingWouldCarrySlowly) {
   EXPECT_GT(lent_with_cores(1), 0u);
 }
 
-// With two workers a core (in turns), a ring's parts are lent from half the ring; smaller ones
-// stream, and their reader folds them where they lie in the ring (up to a quarter of it). With a
-// core each the ring's parts stream up to the whole ring.
 // What one allreduce of `bytes` on every peer of `cluster` moved how (lent from the sender's
 // memory, read in place from a ring), after checking its sums.
 struct HowMoved {
@@ -642,6 +639,9 @@ HowMoved allreduce_moved(const ClusterSpec& cluster, const PeerOptions& options,
   return HowMoved{lent.load(), in_place.load()};
 }
 
+// With two workers a core (in turns), a ring's parts are lent from half the ring; smaller ones
+// stream, and their reader folds them where they lie in the ring (up to a quarter of it). With a
+// core each the ring's parts stream up to the whole ring.
 TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace) {
   const ClusterSpec cluster = ClusterSpec::local(2, free_port_base(2));
   auto run = [&](int cores, StrategyName strategy, std::size_t bytes) {
