@@ -35,6 +35,13 @@ int ms_until_deadline(TimePoint deadline, TimePoint now) {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
+// A driver's turn reading, lent to the first now() of the drive_first work that follows it when
+// nothing ran between the two (an operation's deadline, read tens of nanoseconds after the turn's
+// own reading). Taken once, by that loop, on this thread: any later now() reads the clock, so a
+// long start cannot leave a stale reading behind.
+thread_local const EpollLoop* t_lent_by = nullptr;
+thread_local TimePoint t_lent_reading;
+
 }  // namespace
 
 EpollLoop::EpollLoop()
@@ -69,6 +76,10 @@ EpollLoop::~EpollLoop() {
 }
 
 TimePoint EpollLoop::now() const {
+  if (t_lent_by == this) {
+    t_lent_by = nullptr;
+    return t_lent_reading;
+  }
   return since_epoch(std::chrono::steady_clock::now());
 }
 
@@ -556,7 +567,12 @@ bool EpollLoop::drive(const std::function<bool()>& done,
       bool worked = run_ready_work(since_epoch(turn));
       if (first.run != nullptr) {  // after what was queued before it, as a posted task would run
         const FirstWork work = std::exchange(first, {});
+        if (!worked) {  // the turn's reading is still fresh: its first now() takes it
+          t_lent_by = this;
+          t_lent_reading = since_epoch(turn);
+        }
         work.run(work.arg);
+        t_lent_by = nullptr;
         worked = true;
       }
       const bool ran = run_pollers() || worked;

@@ -192,7 +192,7 @@ void Engine::start(std::unique_ptr<Operation> op) {
   }
   ref.start();
   if (!ref.done()) deliver_stashed(ref);
-  settle(ref.name());
+  if (ref.done()) settle(ref.name());  // else its last message settles it (on_message)
 }
 
 void Engine::retire(Active::iterator it) {
