@@ -1,11 +1,14 @@
 // TimerQueue (real/timer_queue.h): the timers of the real world's loops. Order by deadline, ties
 // in the order set; cancel by id, an id whose timer fired or was cancelled cancelling nothing
-// later; many cancelled timers leaving the live ones as they were.
+// later; many cancelled timers leaving the live ones as they were; the latest timers (kept apart
+// from the rest until there are several) in one order with the others.
 #include "real/timer_queue.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 namespace kf {
@@ -80,6 +83,44 @@ TEST(TimerQueue, ManyCancelledTimersLeaveTheLiveOnesInOrder) {
     expected.push_back(i);
   EXPECT_EQ(fired, expected);
   EXPECT_EQ(timers.next_deadline(), TimePoint::max());
+}
+
+// The last timers set wait apart from the older ones until there are several: set in runs of
+// every length, with ties across the two and cancels in both, they fire in the one order
+// (deadline, then the order set), and next_deadline always names the earliest left.
+TEST(TimerQueue, TheLatestTimersAndTheOlderOnesFireInOneOrder) {
+  for (int count = 1; count <= 40; ++count) {
+    TimerQueue timers;
+    const TimePoint t0{};
+    std::vector<int> fired;
+    std::vector<std::pair<TimePoint, int>> expected;  // (deadline, i): i is the order set
+    std::vector<TimerQueue::TimerId> ids;
+    for (int i = 0; i < count; ++i) {
+      // Deadlines out of order, with ties (the same deadline every fourth timer).
+      const TimePoint at = t0 + microseconds((i * 5) % 4);
+      ids.push_back(timers.add(at, [&fired, i] { fired.push_back(i); }));
+      expected.emplace_back(at, i);
+    }
+    for (int i = 0; i < count; i += 3) {  // the first, the latest and some between
+      timers.cancel(ids[static_cast<std::size_t>(i)]);
+      std::erase_if(expected, [i](const auto& e) { return e.second == i; });
+    }
+    std::ranges::sort(expected);
+    const TimePoint earliest = expected.empty() ? TimePoint::max() : expected.front().first;
+    EXPECT_EQ(timers.next_deadline(), earliest) << count << " timers";
+    for (const auto& [at, i] : expected) {  // one instant at a time: the queue's next, then it
+      EXPECT_EQ(timers.next_deadline(), at) << count << " timers, before " << i;
+      auto task = timers.pop_due(at);
+      ASSERT_TRUE(task.has_value()) << count << " timers, " << i;
+      (*task)();
+    }
+    std::vector<int> order;
+    for (const auto& e : expected)
+      order.push_back(e.second);
+    EXPECT_EQ(fired, order) << count << " timers";
+    EXPECT_EQ(timers.next_deadline(), TimePoint::max());
+    EXPECT_FALSE(timers.pop_due(t0 + std::chrono::seconds(1)).has_value());
+  }
 }
 
 TEST(TimerQueue, TakeHandsOverTheTasksAndEmptiesTheQueue) {
