@@ -109,60 +109,116 @@ bool FrameDecoder::fail(std::string why) {
   return false;
 }
 
-bool FrameDecoder::take_header(std::vector<Message>& out) {
-  const std::byte* p = header_.data();
-  const auto type = get<std::uint8_t>(p + 0);
-  const auto bits = get<std::uint8_t>(p + 1);
-  const auto name_len = get<std::uint16_t>(p + 2);
-  const auto payload_len = get<std::uint64_t>(p + 32);
-  header_fill_ = 0;
-  if (type == kFrameBye) {
-    bye_ = true;
-    state_ = State::closed;  // nothing may follow a bye
-    return true;
+namespace {
+
+// A frame header's fixed fields that say what follows it.
+struct Framing {
+  std::uint8_t type;
+  std::uint8_t bits;
+  std::uint16_t name_len;
+  std::uint64_t payload_len;
+};
+
+Framing read_framing(const std::byte* p) {
+  return {get<std::uint8_t>(p + 0), get<std::uint8_t>(p + 1), get<std::uint16_t>(p + 2),
+          get<std::uint64_t>(p + 32)};
+}
+
+// Why a message frame (not a bye or an ack) cannot be taken; empty if it can.
+std::string framing_problem(const Framing& f, std::uint64_t max_payload) {
+  if (!known_kind(f.type)) return fmt::format("unknown frame type {}", f.type);
+  if ((f.bits & ~(kBitPhantom | kBitLent | kBitPadded)) != 0 ||
+      (f.bits & (kBitPhantom | kBitLent)) == (kBitPhantom | kBitLent)) {
+    return fmt::format("unknown frame bits {:#x}", f.bits);
   }
-  if (type == kFrameAck) {
-    acks_.push_back(get<std::uint64_t>(p + 16));
-    return true;
+  if (f.name_len > kMaxNameBytes) return fmt::format("name of {} bytes is too long", f.name_len);
+  if (f.payload_len > max_payload) {
+    return fmt::format("payload of {} bytes is over the limit of {}", f.payload_len, max_payload);
   }
-  if (!known_kind(type)) return fail(fmt::format("unknown frame type {}", type));
-  if ((bits & ~(kBitPhantom | kBitLent | kBitPadded)) != 0 ||
-      (bits & (kBitPhantom | kBitLent)) == (kBitPhantom | kBitLent)) {
-    return fail(fmt::format("unknown frame bits {:#x}", bits));
-  }
-  lent_frame_ = (bits & kBitLent) != 0;
-  const bool padded = (bits & kBitPadded) != 0;
-  if (name_len > kMaxNameBytes) return fail(fmt::format("name of {} bytes is too long", name_len));
-  if (payload_len > max_payload_) {
-    return fail(
-        fmt::format("payload of {} bytes is over the limit of {}", payload_len, max_payload_));
-  }
-  current_ = Message{};
-  auto& h = current_.header;
+  return {};
+}
+
+// The header fields a message frame carries besides its framing.
+void read_fields(const std::byte* p, std::uint8_t type, MessageHeader& h) {
   h.kind = static_cast<MessageKind>(type);
   h.flags = get<std::uint32_t>(p + 4);
   h.chunk = get<std::uint32_t>(p + 8);
   h.step = get<std::uint32_t>(p + 12);
   h.tag = get<std::uint64_t>(p + 16);
   h.version = get<std::uint64_t>(p + 24);
-  h.name.reserve(name_len);
-  name_len_ = name_len;
+}
+
+}  // namespace
+
+bool FrameDecoder::take_header(std::vector<Message>& out) {
+  const std::byte* p = header_.data();
+  const Framing f = read_framing(p);
+  header_fill_ = 0;
+  if (f.type == kFrameBye) {
+    bye_ = true;
+    state_ = State::closed;  // nothing may follow a bye
+    return true;
+  }
+  if (f.type == kFrameAck) {
+    acks_.push_back(get<std::uint64_t>(p + 16));
+    return true;
+  }
+  if (std::string why = framing_problem(f, max_payload_); !why.empty())
+    return fail(std::move(why));
+  lent_frame_ = (f.bits & kBitLent) != 0;
+  const bool padded = (f.bits & kBitPadded) != 0;
+  current_ = Message{};
+  read_fields(p, f.type, current_.header);
+  current_.header.name.reserve(f.name_len);
+  name_len_ = f.name_len;
   payload_fill_ = 0;
   payload_len_ = 0;
   payload_room_ = false;
-  name_padding_ = padded ? padding_to_8(name_len) : 0;
+  name_padding_ = padded ? padding_to_8(f.name_len) : 0;
   payload_padding_ = 0;
-  if ((bits & kBitPhantom) != 0) {
-    current_.payload = Payload::phantom(static_cast<std::size_t>(payload_len));
+  if ((f.bits & kBitPhantom) != 0) {
+    current_.payload = Payload::phantom(static_cast<std::size_t>(f.payload_len));
   } else if (lent_frame_) {
-    lent_size_ = static_cast<std::size_t>(payload_len);  // the bytes stay with the sender
+    lent_size_ = static_cast<std::size_t>(f.payload_len);  // the bytes stay with the sender
   } else {
-    payload_len_ = static_cast<std::size_t>(payload_len);  // room for it once its bytes come
+    payload_len_ = static_cast<std::size_t>(f.payload_len);  // room for it once its bytes come
     payload_padding_ = padded ? padding_to_8(payload_len_) : 0;
   }
   state_ = State::name;
   if (name_len_ == 0) after_name(out);
   return true;
+}
+
+std::size_t FrameDecoder::take_whole_frame(std::span<const std::byte> bytes,
+                                           std::vector<Message>& out, const InPlace* in_place) {
+  if (bytes.size() < kHeaderBytes) return 0;
+  const std::byte* p = bytes.data();
+  const Framing f = read_framing(p);
+  // A bye, an ack, a lent payload or a bad header: the frame goes by the states.
+  if (f.type == kFrameBye || f.type == kFrameAck || (f.bits & kBitLent) != 0 ||
+      !framing_problem(f, max_payload_).empty()) {
+    return 0;
+  }
+  const bool padded = (f.bits & kBitPadded) != 0;
+  const bool phantom = (f.bits & kBitPhantom) != 0;
+  const std::size_t name_end = kHeaderBytes + f.name_len + (padded ? padding_to_8(f.name_len) : 0);
+  const std::size_t payload_len = static_cast<std::size_t>(f.payload_len);
+  const std::size_t sent = phantom ? 0 : payload_len;
+  const std::size_t end = name_end + sent + (padded && !phantom ? padding_to_8(sent) : 0);
+  if (bytes.size() < end) return 0;
+  Message& m = out.emplace_back();
+  read_fields(p, f.type, m.header);
+  m.header.name = std::string_view(reinterpret_cast<const char*>(p + kHeaderBytes), f.name_len);
+  const std::span<const std::byte> payload = bytes.subspan(name_end, sent);
+  if (phantom) {
+    m.payload = Payload::phantom(payload_len);
+  } else if (in_place != nullptr && sent >= in_place->min_bytes && sent <= in_place->max_bytes) {
+    m.payload = in_place->make(payload);
+  } else if (sent > 0) {
+    m.payload.fill(sent);
+    std::memcpy(m.payload.own_data(), payload.data(), sent);
+  }
+  return end;
 }
 
 void FrameDecoder::after_name(std::vector<Message>& out) {
@@ -206,6 +262,12 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
         if (failed()) return false;
         return fail("bytes after bye");
       case State::header: {
+        if (header_fill_ == 0) {
+          if (const std::size_t whole = take_whole_frame(bytes, out, in_place); whole > 0) {
+            bytes = bytes.subspan(whole);
+            break;
+          }
+        }
         const std::size_t n = std::min(bytes.size(), kHeaderBytes - header_fill_);
         std::memcpy(header_.data() + header_fill_, bytes.data(), n);
         header_fill_ += n;

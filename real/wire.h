@@ -110,6 +110,11 @@ class FrameDecoder {
   void after_name_padding(std::vector<Message>& out);
   void finish_payload(std::vector<Message>& out);  // finish_message, then its padding
   bool take_header(std::vector<Message>& out);
+  // A message frame that lies whole at the start of `bytes` (between frames), decoded straight
+  // into `out`: the bytes it took, or 0 for a frame the states take (a bye, an ack, a lent payload,
+  // a bad header, a frame cut short).
+  std::size_t take_whole_frame(std::span<const std::byte> bytes, std::vector<Message>& out,
+                               const InPlace* in_place);
   void finish_message(std::vector<Message>& out);
   bool fail(std::string why);
 
