@@ -67,7 +67,8 @@ class TimerQueue {
       if (earliest == recent_.size() || key(r) < key(recent_[earliest])) earliest = i;
     }
     const bool map_due = !timers_.empty() && timers_.begin()->first.first <= now;
-    if (earliest < recent_.size() && (!map_due || key(recent_[earliest]) < timers_.begin()->first)) {
+    if (earliest < recent_.size() &&
+        (!map_due || key(recent_[earliest]) < timers_.begin()->first)) {
       std::optional<Task> task = std::move(recent_[earliest].task);
       if (earliest + 1 != recent_.size()) recent_[earliest] = std::move(recent_.back());
       recent_.pop_back();

@@ -163,8 +163,7 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
     acks_.push_back(get<std::uint64_t>(p + 16));
     return true;
   }
-  if (std::string why = framing_problem(f, max_payload_); !why.empty())
-    return fail(std::move(why));
+  if (std::string why = framing_problem(f, max_payload_); !why.empty()) return fail(std::move(why));
   lent_frame_ = (f.bits & kBitLent) != 0;
   const bool padded = (f.bits & kBitPadded) != 0;
   current_ = Message{};
