@@ -165,8 +165,9 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     if (it == conns_.end()) return false;
     Conn& c = *it->second;
     if (c.ring_held) return true;  // being delivered in place, further up this thread's stack
-    const auto [first, second] = c.ring->readable();
-    if (c.ring->corrupt()) {
+    ShmRing& ring = *c.ring;
+    const auto [first, second] = ring.readable();
+    if (ring.corrupt()) {
       ++stats_.refused;
       close(id,
             fmt::format("protocol error: the shared-memory ring from {} is corrupt", c.address));
@@ -183,11 +184,11 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     // once every slice still held is detached; until then nothing drains it again (ring_held:
     // its bytes are still unconsumed). Handlers that take bytes only get copies.
     std::vector<std::shared_ptr<RingSlice>> slices;
-    const std::shared_ptr<ShmRing> ring = c.ring;  // mapped while the slices point into it
     const wire::InPlace in_place{.min_bytes = kInPlaceMinBytes,
-                                 .max_bytes = ring->capacity() / kInPlaceMaxPerRing,
-                                 .make = [&slices, &ring](std::span<const std::byte> bytes) {
-                                   auto slice = std::make_shared<RingSlice>(ring, bytes.data(),
+                                 .max_bytes = ring.capacity() / kInPlaceMaxPerRing,
+                                 .make = [&slices, &c](std::span<const std::byte> bytes) {
+                                   // Each slice keeps the ring mapped while it points into it.
+                                   auto slice = std::make_shared<RingSlice>(c.ring, bytes.data(),
                                                                             bytes.size());
                                    slices.push_back(slice);
                                    return Payload::remote(bytes.size(), std::move(slice));
@@ -196,10 +197,13 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     c.decoder.feed(first, messages, place);
     if (!second.empty() && !c.decoder.failed()) c.decoder.feed(second, messages, place);
     if (slices.empty()) {  // all copied out: the writer gets its room back before delivery
-      ring->consume(n);
+      ring.consume(n);
       if (!finish_round(c, messages)) return false;
       continue;
     }
+    // Mapped until its bytes are given back below, even if delivery closes the connection (a
+    // copy of the pointer only here: a round of small messages copies it nowhere).
+    const std::shared_ptr<ShmRing> held = c.ring;
     c.ring_held = true;
     const bool open = finish_round(c, messages);  // may close this connection: c is not used
     stats_.read_in_place += slices.size();
@@ -213,7 +217,7 @@ bool SocketTransport::drain_ring(ConnId id, bool& found) {
     if (still == conns_.end()) return false;
     still->second->ring_held = false;
     if (!open) return false;
-    ring->consume(n);
+    held->consume(n);
   }
   return true;
 }
