@@ -5,9 +5,9 @@
 // adds and removes a timer per operation. The last few timers set wait in a short array (`recent_`)
 // where adding one is an append and cancelling it a scan of a few entries; only when that array is
 // full do its timers move into the ordered map. A blocking collective's timer is set and cancelled
-// there, without touching the map (a map insert and erase took about 45 ns a pair, a tenth of a
-// busy-polling 8-byte allreduce between two workers). The map's nodes are kept (up to kSpareNodes
-// of each) for the next timers that go there instead of going back to the allocator.
+// there, without touching the map, whose insert and erase were a tenth of a busy-polling 8-byte
+// allreduce's time between two workers (docs/performance.md). The map's nodes are kept (up to
+// kSpareNodes of each) for the next timers that go there instead of going back to the allocator.
 #pragma once
 
 #include <algorithm>
