@@ -674,14 +674,22 @@ TEST(Peer, CountsTheCoresOfItsAffinityMaskNotTheMachines) {
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(first, &one);
-  // The peers' threads inherit the mask of this thread, which starts them.
-  ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
-  const int pinned_count = usable_cores();
   PeerOptions options;
   options.engine.strategy = StrategyName::ring_rs_ag;
-  const HowMoved pinned =
-      allreduce_moved(ClusterSpec::local(2, free_port_base(2)), options, 1u << 20);
-  ASSERT_EQ(::sched_setaffinity(0, sizeof(mask), &mask), 0);
+  int pinned_count = 0;
+  HowMoved pinned;
+  {
+    // The peers' threads inherit the mask of this thread, which starts them. The whole mask comes
+    // back however the block ends, for the tests after this one.
+    struct Restore {
+      const cpu_set_t& mask;
+      ~Restore() { ::sched_setaffinity(0, sizeof(mask), &mask); }
+    } restore{mask};
+    ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
+    pinned_count = usable_cores();
+    pinned = allreduce_moved(ClusterSpec::local(2, free_port_base(2)), options, 1u << 20);
+  }
+  ASSERT_EQ(usable_cores(), CPU_COUNT(&mask));
   EXPECT_EQ(pinned_count, 1);
   EXPECT_GT(pinned.lent, 0u);  // parts of 512 KiB, lent from half the ring: workers take turns
   const HowMoved own_cores =
