@@ -81,6 +81,10 @@ struct SocketTransportOptions {
   // Payloads of at least this many bytes are sent from the engine's buffers without a copy
   // (written or lent from there); 0: always copy.
   std::size_t borrow_min_bytes = 64u << 10;
+  // Payloads of at least this many bytes that come through a socket are received straight into
+  // the buffer of the operation taking them, where it has posted a place for them
+  // (Handlers::landing; a ring's all-gather parts); 0: always into bytes of their own.
+  std::size_t land_min_bytes = 64u << 10;
   // Same-host peers that lend (above) write their frames into a shared-memory ring of this many
   // bytes per connection (a power of two from 4 KiB to 64 MiB); 0: through the socket.
   std::size_t shm_ring_bytes = 1u << 20;
@@ -99,6 +103,8 @@ struct SocketTransportStats {
   std::uint64_t borrowed = 0;          // payloads received by reference
   std::uint64_t read_in_place = 0;     // payloads delivered where they lay in a ring (RingSlice)
   std::uint64_t kept_from_ring = 0;    // of those, copied out as kept past their round
+  std::uint64_t landed = 0;            // payloads received straight into their operation's buffer
+  std::uint64_t landings_dropped = 0;  // of those, dropped as their operation ended midway
   std::uint64_t tls = 0;               // connections, either way, whose TLS handshake succeeded
   std::uint64_t rings = 0;             // connections, either way, whose frames go by shared memory
   std::uint64_t doorbells = 0;         // wake-ups written for a sleeping ring reader
@@ -174,6 +180,9 @@ class SocketTransport final : public Transport, private EpollLoop::Poller {
   bool read_handshake(Conn& c);  // false: the connection was closed
   void accept_hello(Conn& c);
   void accept_proof(Conn& c);
+  // Lets c's decoder write the large payloads of data frames from c's peer straight into the
+  // operations taking them (Handlers::landing); for a connection that carries data frames.
+  void land_payloads(Conn& c);
   void take_welcome(Conn& c);
   void read_frames(Conn& c);
   void deliver(int peer, std::vector<Message>& messages);

@@ -171,7 +171,10 @@ void SocketTransport::take_welcome(Conn& c) {
   c.phase = Conn::Phase::established;
   c.lend = (w->flags & handshake::kWelcomeLend) != 0;
   c.duplex = c.hello.duplex && (w->flags & handshake::kWelcomeDuplex) != 0;
-  if (c.duplex) ++stats_.duplex;
+  if (c.duplex) {
+    ++stats_.duplex;
+    land_payloads(c);
+  }
   if (c.ring && (w->flags & handshake::kWelcomeRing) != 0) {
     c.ring->close_fd();  // mapped on the other side: the memory stays while either maps it
     loop_.set_quiet(c.watch, true);  // its socket now carries only doorbells and its end
@@ -306,6 +309,7 @@ void SocketTransport::accept_proof(Conn& c) {
   c.phase = Conn::Phase::established;
   c.peer = static_cast<int>(c.hello.source_rank);
   c.address = endpoint_of(c.peer).to_string();
+  land_payloads(c);
   net::tune(c.fd.get(), c.tcp, c.tcp ? options_.tcp_buffer_bytes : options_.unix_buffer_bytes);
   auto& slot = inbound_[static_cast<std::size_t>(c.peer)];
   if (slot != 0 && slot != c.id) close(slot, "");  // a reconnect replaces the old stream

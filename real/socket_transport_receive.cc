@@ -104,9 +104,20 @@ void SocketTransport::read_frames(Conn& first) {
   }
 }
 
+void SocketTransport::land_payloads(Conn& c) {
+  if (options_.land_min_bytes == 0) return;
+  c.decoder.set_lander(
+      [this, peer = c.peer](const MessageHeader& header, std::size_t bytes) -> Landing {
+        if (!handlers_.landing || lost_[static_cast<std::size_t>(peer)]) return {};
+        return handlers_.landing(peer, header, bytes);
+      },
+      options_.land_min_bytes);
+}
+
 bool SocketTransport::finish_round(Conn& c, std::vector<Message>& messages) {
   const ConnId id = c.id;
   const int peer = c.peer;
+  stats_.landings_dropped += c.decoder.take_dropped_landings();
   for (const auto ack : c.decoder.take_acks())
     lent_.erase(ack);
   if (!borrow(c, messages)) return false;
@@ -261,6 +272,7 @@ void SocketTransport::deliver(int peer, std::vector<Message>& messages) {
     if (lost_[static_cast<std::size_t>(peer)] || !handlers_.on_message) break;
     ++stats_.delivered;
     stats_.bytes_received += m.payload.size();
+    if (m.payload.is_placed()) ++stats_.landed;
     handlers_.on_message(peer, std::move(m));
   }
   messages.clear();

@@ -173,6 +173,8 @@ bool FrameDecoder::take_header(std::vector<Message>& out) {
   payload_fill_ = 0;
   payload_len_ = 0;
   payload_room_ = false;
+  landing_ = {};
+  drop_current_ = false;
   name_padding_ = padded ? padding_to_8(f.name_len) : 0;
   payload_padding_ = 0;
   if ((f.bits & kBitPhantom) != 0) {
@@ -213,6 +215,9 @@ std::size_t FrameDecoder::take_whole_frame(std::span<const std::byte> bytes,
     m.payload = Payload::phantom(payload_len);
   } else if (in_place != nullptr && sent >= in_place->min_bytes && sent <= in_place->max_bytes) {
     m.payload = in_place->make(payload);
+  } else if (Landing l = land(m.header, sent); l.lease) {
+    std::memcpy(l.at, payload.data(), sent);
+    m.payload = Payload::placed(l.at, sent, std::move(l.lease));
   } else if (sent > 0) {
     m.payload.fill(sent);
     std::memcpy(m.payload.own_data(), payload.data(), sent);
@@ -246,7 +251,22 @@ void FrameDecoder::finish_message(std::vector<Message>& out) {
 }
 
 void FrameDecoder::finish_payload(std::vector<Message>& out) {
-  finish_message(out);
+  if (landing_.lease) {
+    if (landing_.lease->open) {
+      current_.payload = Payload::placed(landing_.at, payload_len_, std::move(landing_.lease));
+    } else {
+      drop_current_ = true;  // closed after the last write: its operation has gone
+    }
+    landing_ = {};
+  }
+  if (drop_current_) {
+    ++dropped_landings_;
+    drop_current_ = false;
+    current_ = Message{};
+    state_ = State::header;
+  } else {
+    finish_message(out);
+  }
   if (payload_padding_ > 0) {
     state_ = State::payload_padding;
     padding_left_ = payload_padding_;
@@ -329,11 +349,29 @@ bool FrameDecoder::feed(std::span<const std::byte> bytes, std::vector<Message>& 
   return !failed();
 }
 
+Landing FrameDecoder::land(const MessageHeader& header, std::size_t bytes) const {
+  if (!lander_ || bytes == 0 || bytes < land_min_bytes_) return {};
+  Landing l = lander_(header, bytes);
+  if (l.size != bytes || !l.lease || !l.lease->open) return {};
+  return l;
+}
+
+void FrameDecoder::make_room() {
+  payload_room_ = true;
+  landing_ = land(current_.header, payload_len_);
+  if (!landing_.lease) current_.payload.fill(payload_len_);
+}
+
 std::span<std::byte> FrameDecoder::direct_target() {
   if (state_ != State::payload || current_.payload.is_phantom()) return {};
-  if (!payload_room_) {
+  if (!payload_room_) make_room();
+  if (landing_.lease) {
+    if (landing_.lease->open) return {landing_.at + payload_fill_, payload_len_ - payload_fill_};
+    // Its operation ended midway: nothing more is written there. The rest is read into bytes
+    // of its own (the stream goes on behind it), and the message is dropped.
+    landing_ = {};
+    drop_current_ = true;
     current_.payload.fill(payload_len_);
-    payload_room_ = true;
   }
   return std::span<std::byte>(current_.payload.own_data(), current_.payload.size())
       .subspan(payload_fill_);

@@ -90,6 +90,16 @@ class FrameDecoder {
   bool feed(std::span<const std::byte> bytes, std::vector<Message>& out,
             const InPlace* in_place = nullptr);
 
+  // Asked for every sent payload of at least `min_bytes`, once its frame's header and name have
+  // come: where it belongs (Transport::Handlers::landing). A landing's payload is written there
+  // while its lease is open and comes out placed (Payload::placed); one whose lease closes midway
+  // is read to its end into bytes of its own and dropped (dropped_landings()).
+  using Lander = std::function<Landing(const MessageHeader&, std::size_t)>;
+  void set_lander(Lander lander, std::size_t min_bytes) {
+    lander_ = std::move(lander);
+    land_min_bytes_ = min_bytes;
+  }
+
   // While a payload is being received: where the rest of it goes, so a reader can read into it
   // directly; commit(n) after writing n bytes there. Empty otherwise.
   std::span<std::byte> direct_target();
@@ -101,6 +111,8 @@ class FrameDecoder {
   // Lent payloads and acks seen since the last take (indices refer to the `out` vector fed).
   std::vector<LentRef> take_lent() { return std::exchange(lent_, {}); }
   std::vector<std::uint64_t> take_acks() { return std::exchange(acks_, {}); }
+  // Messages dropped since the last take because their landing's lease closed midway.
+  std::uint64_t take_dropped_landings() { return std::exchange(dropped_landings_, 0); }
   // True between frames: nothing partial is buffered.
   bool idle() const { return state_ == State::header && header_fill_ == 0; }
 
@@ -116,6 +128,9 @@ class FrameDecoder {
   std::size_t take_whole_frame(std::span<const std::byte> bytes, std::vector<Message>& out,
                                const InPlace* in_place);
   void finish_message(std::vector<Message>& out);
+  // Where the lander puts a payload of `bytes` (the lease null for nowhere).
+  Landing land(const MessageHeader& header, std::size_t bytes) const;
+  void make_room();  // for the payload being received: a landing, or bytes of its own
   bool fail(std::string why);
 
   std::uint64_t max_payload_;
@@ -140,6 +155,11 @@ class FrameDecoder {
   std::size_t lent_size_ = 0;
   std::vector<LentRef> lent_;
   std::vector<std::uint64_t> acks_;
+  Lander lander_;
+  std::size_t land_min_bytes_ = 0;
+  Landing landing_;            // of the payload being received, if it has one
+  bool drop_current_ = false;  // its landing closed midway: read on, then dropped
+  std::uint64_t dropped_landings_ = 0;
 };
 
 }  // namespace kf::wire

@@ -38,6 +38,8 @@ Engine::Engine(ClusterSpec cluster, int rank, Executor& executor, Transport& tra
       .on_message = [this](int source, Message&& m) { on_message(source, std::move(m)); },
       .on_peer_lost = [this](int peer, Status why) { on_peer_lost(peer, std::move(why)); },
       .remote_payloads = true,
+      .landing = [this](int source, const MessageHeader& h,
+                        std::size_t bytes) { return landing(source, h, bytes); },
   });
 }
 
@@ -242,6 +244,7 @@ void Engine::fail(const std::string& name, Status status) {
 }
 
 void Engine::complete(std::unique_ptr<Operation> op, Status status) {
+  op->close_landings();  // failed without finishing, say: its late payloads are not written
   if (op->lent() == 0) {
     reject(op->take_callback(), std::move(status));
     return;
@@ -342,7 +345,29 @@ Operation* Engine::find_active(std::string_view name) {
   return last_found_ = it->second.get();
 }
 
+Landing Engine::landing(int source, const MessageHeader& header, std::size_t payload_bytes) {
+  if (header.kind != MessageKind::collective ||
+      (header.cluster_version != 0 && header.cluster_version != version_)) {
+    return {};
+  }
+  Operation* op = find_active(header.name);
+  if (op == nullptr || op->done() || !op->accepts(source, header)) return {};
+  const std::span<std::byte> at = op->landing(source, header);
+  if (at.size() != payload_bytes) return {};  // the wrong size: on_message reports it
+  return {.at = at.data(), .size = at.size(), .lease = op->landing_lease()};
+}
+
 void Engine::on_message(int source, Message&& message) {
+  if (message.payload.is_placed()) {
+    // Received into its operation's buffer: only that operation may take it, and only while it
+    // runs. One that has ended leaves it unread, as a message it no longer waits for.
+    Operation* found = find_active(message.header.name);
+    if (message.payload.placed_but_closed() || found == nullptr ||
+        !found->accepts(source, message.header)) {
+      ++late_placed_messages_;
+      return;
+    }
+  }
   const std::uint64_t version = message.header.cluster_version;
   if (version != 0 && version < version_) {
     ++stale_messages_;

@@ -118,6 +118,8 @@ class Engine {
   const PeerValues<std::uint64_t>& ingress_bytes() const { return ingress_bytes_.totals(); }
   // Messages from an older cluster version, dropped on arrival.
   std::uint64_t stale_messages() const { return stale_messages_; }
+  // Messages received into an operation's buffer (Payload::placed) after it had ended, dropped.
+  std::uint64_t late_placed_messages() const { return late_placed_messages_; }
 
   // Elastic membership: messages that arrived from a newer cluster version (a peer that switched
   // first), for the engine that replaces this one; it takes them with deliver().
@@ -153,6 +155,8 @@ class Engine {
       std::shared_ptr<const CompiledStrategy>& cached);
 
   void on_message(int source, Message&& message);
+  // Transport::Handlers::landing: the landing of the active operation that accepts `header` now.
+  Landing landing(int source, const MessageHeader& header, std::size_t payload_bytes);
   Operation* find_active(std::string_view name);  // in active_, or null
   void on_peer_lost(int peer, Status why);
   void on_p2p_request(int source, Message request);
@@ -208,6 +212,7 @@ class Engine {
   std::vector<Mailbox::node_type> spare_mailbox_;
   std::map<int, Status> lost_peers_;
   std::uint64_t stale_messages_ = 0;
+  std::uint64_t late_placed_messages_ = 0;
   std::vector<std::pair<int, Message>> newer_;
   BlobStore blobs_;
   std::uint64_t serials_ = 0;

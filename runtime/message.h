@@ -110,6 +110,22 @@ class PayloadSource {
   virtual const std::byte* bytes_here() const { return nullptr; }
 };
 
+// A receive an operation has posted (Operation::landing): while it is open, the transport may write
+// the payload of the message the operation expects straight into the operation's buffer. The
+// operation closes it when it ends; from then on nothing is written there, and a message whose
+// payload was placed under it is dropped.
+struct LandingLease {
+  bool open = true;
+};
+
+// Where a payload may be received straight (Transport::Handlers::landing): bytes of the operation
+// that will take the message, under its lease. Size 0: nowhere (received as usual).
+struct Landing {
+  std::byte* at = nullptr;
+  std::size_t size = 0;
+  std::shared_ptr<LandingLease> lease;
+};
+
 // Why a remote payload's bytes could not be read (Payload::materialize).
 struct PayloadFailure {
   std::string why;
@@ -121,7 +137,9 @@ struct PayloadFailure {
 //   phantom  a size and no bytes (simulations);
 //   borrowed bytes someone else owns (an operation's buffer, sent without a copy): every holder
 //            holds the loan, and dropping the last one tells the owner the bytes are free again;
-//   remote   bytes in another process on this host, read on demand (PayloadSource).
+//   remote   bytes in another process on this host, read on demand (PayloadSource);
+//   placed   bytes the transport received straight into the buffer of the operation taking them,
+//            under its LandingLease: they already lie where they belong.
 class Payload {
  public:
   // Own bytes up to this many are held in the payload itself, not allocated: a small message
@@ -160,6 +178,17 @@ class Payload {
     p.holder_ = std::move(loan);
     return p;
   }
+  // Only for a Transport writing into a landing (Transport::Handlers::landing): `size` bytes at
+  // `data`, in the buffer of the operation that holds `lease`.
+  static Payload placed(const std::byte* data, std::size_t size,
+                        std::shared_ptr<const LandingLease> lease) {
+    Payload p;
+    p.kind_ = Kind::placed;
+    p.size_ = size;
+    p.at_.borrowed = data;
+    p.holder_ = std::move(lease);
+    return p;
+  }
   static Payload remote(std::size_t size, std::shared_ptr<PayloadSource> source) {
     Payload p;
     p.kind_ = Kind::remote;
@@ -172,6 +201,11 @@ class Payload {
   bool is_phantom() const { return kind_ == Kind::phantom; }
   bool is_borrowed() const { return kind_ == Kind::borrowed && holder_ != nullptr; }
   bool is_remote() const { return kind_ == Kind::remote && holder_ != nullptr; }
+  bool is_placed() const { return kind_ == Kind::placed && holder_ != nullptr; }
+  // A placed payload whose operation has ended: its bytes must not be read or trusted.
+  bool placed_but_closed() const {
+    return is_placed() && !static_cast<const LandingLease*>(holder_.get())->open;
+  }
   // A remote payload whose bytes could not be read (materialize() failed): size, no bytes.
   bool failed() const { return kind_ == Kind::failed && holder_ != nullptr; }
   const std::string& error() const {
@@ -184,10 +218,10 @@ class Payload {
     // A payload moved from keeps its kind but not its holder: it is empty then.
     return kind_ != Kind::own && holder_ != nullptr ? size_ : bytes_.size();
   }
-  // Own or borrowed bytes; a remote payload has none until materialize().
+  // Own, borrowed or placed bytes; a remote payload has none until materialize().
   const std::byte* data() const {
     if (kind_ == Kind::small) return small_.data();
-    return is_borrowed() ? at_.borrowed : bytes_.data();
+    return is_borrowed() || is_placed() ? at_.borrowed : bytes_.data();
   }
   // Makes a fresh (default) payload own `size` bytes, left uninitialised, and returns them to be
   // filled: held inline up to kInlineBytes, allocated beyond. The bytes move with the payload
@@ -239,15 +273,16 @@ class Payload {
   // Every message carries one, and a simulated one is moved several times on its way: the kinds
   // share their fields, so a Payload is 96 bytes (32 of them inline bytes) and a move copies them.
   //   own    bytes_ (allocated);  small  small_ (inline, size_ of them).
-  enum class Kind : std::uint8_t { own, small, phantom, borrowed, remote, failed };
+  enum class Kind : std::uint8_t { own, small, phantom, borrowed, remote, failed, placed };
   Kind kind_ = Kind::own;
   std::size_t size_ = 0;  // small, phantom, borrowed, remote or failed
   union {
-    const std::byte* borrowed;
+    const std::byte* borrowed;      // borrowed or placed
     PayloadSource* source;          // held by holder_
     const PayloadFailure* failure;  // held by holder_
   } at_{nullptr};
-  // What keeps the rest alive: the loan (borrowed), the source (remote) or the failure (failed).
+  // What keeps the rest alive: the loan (borrowed), the source (remote), the failure (failed) or
+  // the lease (placed).
   std::shared_ptr<const void> holder_;
   PayloadBytes bytes_;
   std::array<std::byte, kInlineBytes> small_{};

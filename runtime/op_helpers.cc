@@ -101,7 +101,8 @@ std::optional<PayloadError> copy_payload_bytes(BufferView dst, const Payload& pa
     }
     return std::nullopt;
   }
-  std::memcpy(dst.data(), payload.data(), payload.size());
+  // A placed payload (Operation::landing) was received where it belongs already.
+  if (payload.data() != dst.data()) std::memcpy(dst.data(), payload.data(), payload.size());
   return std::nullopt;
 }
 

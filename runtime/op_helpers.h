@@ -59,7 +59,8 @@ inline std::optional<PayloadError> payload_mismatch(const Payload& payload, Cons
   return detail::describe_payload_mismatch(payload, dst);
 }
 // Each lands a payload in `dst`, reading a remote one straight from its owner (no buffer in
-// between). Empty on success; else why its bytes could not be read (dst is then unspecified).
+// between); copy_payload leaves a payload placed at `dst` (Operation::landing) where it is. Empty
+// on success; else why its bytes could not be read (dst is then unspecified).
 [[nodiscard]] inline std::optional<PayloadError> copy_payload(BufferView dst,
                                                               const Payload& payload) {
   if (detail::no_bytes_to_land(dst, payload)) return std::nullopt;

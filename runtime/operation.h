@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,7 +48,7 @@ class Operation {
  public:
   Operation(Engine& engine, std::string name, std::string_view kind, DoneCallback done)
       : engine_(engine), name_(std::move(name)), kind_(kind), done_callback_(std::move(done)) {}
-  virtual ~Operation() = default;
+  virtual ~Operation() { close_landings(); }
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
@@ -64,6 +65,27 @@ class Operation {
   virtual void on_message(int source, Message&& message) = 0;
   // For timeout errors: what is still missing, e.g. "chunk 3 step 1 from rank 2".
   virtual std::string waiting_for() const = 0;
+  // Asked only for a message it accepts now: the bytes of its buffers that message's payload
+  // would be copied into, whole, by on_message, and that nothing reads or writes until then. The
+  // transport may receive the payload straight there (Transport::Handlers::landing) and hand it
+  // over placed (Payload::placed), so on_message finds it in place. Empty (the default): none.
+  virtual std::span<std::byte> landing(int source, const MessageHeader& header) {
+    (void)source;
+    (void)header;
+    return {};
+  }
+
+  // The lease under which the transport writes into landing()'s bytes; open until the operation
+  // finishes, fails or goes.
+  std::shared_ptr<LandingLease> landing_lease() {
+    if (!lease_) lease_ = std::make_shared<LandingLease>();
+    return lease_;
+  }
+  void close_landings() {
+    if (!lease_) return;
+    lease_->open = false;
+    lease_.reset();
+  }
 
   // Borrowed pieces still out (see Loans), and their owner's key for Transport::reclaim.
   std::size_t lent() const { return loans_ ? loans_->out : 0; }
@@ -96,6 +118,7 @@ class Operation {
     if (done_) return;
     done_ = true;
     result_ = std::move(status);
+    close_landings();
   }
 
  private:
@@ -106,6 +129,7 @@ class Operation {
   bool done_ = false;
   Status result_;
   std::shared_ptr<Loans> loans_;
+  std::shared_ptr<LandingLease> lease_;
 };
 
 }  // namespace kf

@@ -57,10 +57,8 @@ bool RingAllreduce::accepts(int source, const MessageHeader& h) const {
          h.step < steps();
 }
 
-void RingAllreduce::on_message(int /*source*/, Message&& message) {
-  const std::size_t index = message.header.chunk;
-  const std::uint32_t step = message.header.step;
-  Slice& s = slices_[index];
+Range RingAllreduce::part_at(std::size_t index, std::uint32_t step) const {
+  const Slice& s = slices_[index];
   const int last = n_ - 2;  // the last step of each phase
   const bool scatter = static_cast<int>(step) <= last;
   const int s_local = scatter ? static_cast<int>(step) : static_cast<int>(step) - (n_ - 1);
@@ -68,7 +66,28 @@ void RingAllreduce::on_message(int /*source*/, Message&& message) {
   // this rank's place on the slice's ring.
   const int at = place(index);
   const int p = scatter ? wrap(at - 1 - s_local) : wrap(at - s_local);
-  const Range r = even_part(s.range.first, s.range.count, n_, p);
+  return even_part(s.range.first, s.range.count, n_, p);
+}
+
+std::span<std::byte> RingAllreduce::landing(int /*source*/, const MessageHeader& header) {
+  // A reduce-scatter step's arrival is folded with the input, so it has no place of its own.
+  // An all-gather step's part is not touched here until it comes: what this rank sent from it
+  // (its fold, a reduce-scatter step earlier) went round the ring before the part came back.
+  if (static_cast<int>(header.step) <= n_ - 2 || output_.is_phantom()) return {};
+  const Range r = part_at(header.chunk, header.step);
+  const BufferView dst = output_.slice(r.first, r.count);
+  return {dst.data(), dst.size_bytes()};
+}
+
+void RingAllreduce::on_message(int /*source*/, Message&& message) {
+  const std::size_t index = message.header.chunk;
+  const std::uint32_t step = message.header.step;
+  Slice& s = slices_[index];
+  const int last = n_ - 2;  // the last step of each phase
+  const bool scatter = static_cast<int>(step) <= last;
+  const int s_local = scatter ? static_cast<int>(step) : static_cast<int>(step) - (n_ - 1);
+  const int at = place(index);
+  const Range r = part_at(index, step);
   BufferView dst = output_.slice(r.first, r.count);
   if (const auto why = payload_mismatch(message.payload, dst)) {
     finish(mismatch_status(*this, rank_, index, step, *why));
@@ -147,12 +166,21 @@ bool RingAllgather::accepts(int source, const MessageHeader& h) const {
   return !arrived_[h.step * chunks_.size() + h.chunk];
 }
 
+BufferView RingAllgather::arrival(std::size_t chunk, std::uint32_t step) const {
+  // Step s brings block (i - 1 - s): the block that left its owner s + 1 hops ago.
+  return piece(wrap(rank_ - 1 - static_cast<int>(step)), chunk);
+}
+
+std::span<std::byte> RingAllgather::landing(int /*source*/, const MessageHeader& header) {
+  if (output_.is_phantom()) return {};
+  const BufferView dst = arrival(header.chunk, header.step);  // written by this arrival only
+  return {dst.data(), dst.size_bytes()};
+}
+
 void RingAllgather::on_message(int /*source*/, Message&& message) {
   const std::size_t chunk = message.header.chunk;
   const std::uint32_t step = message.header.step;
-  // Step s brings block (i - 1 - s): the block that left its owner s + 1 hops ago.
-  const int block = wrap(rank_ - 1 - static_cast<int>(step));
-  BufferView dst = piece(block, chunk);
+  BufferView dst = arrival(chunk, step);
   if (const auto why = payload_mismatch(message.payload, dst)) {
     finish(mismatch_status(*this, rank_, chunk, step, *why));
     return;

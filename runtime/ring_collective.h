@@ -44,6 +44,8 @@ class RingAllreduce final : public Operation {
   bool accepts(int source, const MessageHeader& header) const override;
   void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
+  // An all-gather step's part: copied into the output as it comes.
+  std::span<std::byte> landing(int source, const MessageHeader& header) override;
 
  private:
   // One slice's whole state in 24 bytes: with a thousand workers every message lands on another
@@ -63,6 +65,8 @@ class RingAllreduce final : public Operation {
   // ring is the forward one on the mirrored ranks (n - rank), so its parts and steps are too.
   int place(std::size_t index) const { return backwards(index) ? wrap(-rank_) : rank_; }
   int rank_at(std::size_t index, int at) const { return backwards(index) ? wrap(-at) : wrap(at); }
+  // The part of the output that step `step` of slice `index` brings (to fold, or to keep).
+  Range part_at(std::size_t index, std::uint32_t step) const;
   // Sends a part of slice `index` at `step`, marked as a ring's part (kFlagRingPart).
   void send_part(int to, std::size_t index, std::uint32_t step, ConstBufferView part) {
     send(to, index, step, part, SendAs::borrowed_if_large, kFlagRingPart);
@@ -88,9 +92,12 @@ class RingAllgather final : public Operation {
   bool accepts(int source, const MessageHeader& header) const override;
   void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
+  std::span<std::byte> landing(int source, const MessageHeader& header) override;
 
  private:
   BufferView piece(int block, std::size_t chunk) const;
+  // The piece step `step` of chunk `chunk` brings.
+  BufferView arrival(std::size_t chunk, std::uint32_t step) const;
   int wrap(int v) const { return wrap_rank(v, n_); }
 
   int n_;

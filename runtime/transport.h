@@ -8,6 +8,9 @@
 // the sender's buffers, Payload::borrowed) until it has written it or a peer has copied it, and
 // then drops it on the sender's executor; reclaim() takes such bytes back at once. A handler that
 // sets remote_payloads may be handed remote payloads (Payload::remote) to read on its executor.
+// Receives posted (optional, for transports that read payloads in pieces): a transport may ask
+// the landing handler, once a message's header has come, where its payload belongs, write it
+// straight there while the lease stays open, and deliver it as a placed payload (Payload::placed).
 // C++17: included by world glue.
 #pragma once
 
@@ -31,6 +34,11 @@ class Transport {
     // on_message reads remote payloads itself (or materializes them) on this executor, so the
     // transport need not copy them in first.
     bool remote_payloads = false;
+    // For a message from `source` whose header has come, with a payload of `payload_bytes` still
+    // to read: where to write it (see Landing). The transport checks the lease before each write
+    // into it, drops the message if it closes midway, and never writes there once it is closed.
+    std::function<Landing(int source, const MessageHeader& header, std::size_t payload_bytes)>
+        landing;
   };
 
   virtual ~Transport() = default;

@@ -661,6 +661,49 @@ TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace
   EXPECT_GT(own_cores.in_place, 0u);
 }
 
+// Over TCP (a pseudo-host each) a ring's all-gather parts are read straight into the output
+// (SocketTransportOptions::land_min_bytes), an allgather's blocks too; the results are the same
+// with it off, where nothing lands.
+TEST(Peer, OverTcpARingsAllGatherPartsLandInTheOutput) {
+  const auto base = free_port_base(3);
+  const ClusterSpec cluster(
+      0, {},
+      {PeerID{"127.0.0.1", base}, PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)},
+       PeerID{"127.0.0.3", static_cast<std::uint16_t>(base + 2)}});
+  auto run = [&](std::size_t land_min_bytes) {
+    PeerOptions options;
+    options.engine.strategy = StrategyName::ring_rs_ag;
+    options.transport.land_min_bytes = land_min_bytes;
+    std::atomic<int> wrong{0};
+    std::atomic<std::uint64_t> landed{0};
+    on_every_peer(cluster, options, [&](Peer& peer) {
+      const float me = static_cast<float>(peer.rank() + 1);
+      for (int i = 0; i < 3; ++i) {
+        std::vector<float> x(3u << 18, me * static_cast<float>(i + 1));  // 3 MiB
+        x[12345] = me;
+        if (!peer.allreduce(std::span<float>(x)).ok() ||
+            x.front() != 6.0f * static_cast<float>(i + 1) || x[12345] != 6.0f ||
+            x.back() != 6.0f * static_cast<float>(i + 1)) {
+          ++wrong;
+        }
+      }
+      std::vector<float> block(1u << 17, me), all(3u << 17, 0.0f);  // 512 KiB each
+      if (!peer.allgather(ConstBufferView::of(std::span<const float>(block), DType::f32),
+                          BufferView::of(std::span<float>(all), DType::f32))
+               .ok() ||
+          all[0] != 1.0f || all[1u << 17] != 2.0f || all.back() != 3.0f) {
+        ++wrong;
+      }
+      if (!peer.barrier().ok()) ++wrong;
+      landed += peer.transport_stats().landed;
+    });
+    EXPECT_EQ(wrong, 0) << "land_min_bytes " << land_min_bytes;
+    return landed.load();
+  };
+  EXPECT_GT(run(64u << 10), 0u);
+  EXPECT_EQ(run(0), 0u);
+}
+
 // Workers confined to one core (taskset, a cpuset) take turns on it, however many the machine
 // has: the peer counts the cores of its affinity mask, and lends a ring's large parts as above.
 TEST(Peer, CountsTheCoresOfItsAffinityMaskNotTheMachines) {

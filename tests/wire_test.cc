@@ -218,6 +218,97 @@ TEST(Wire, APayloadWholeInTheBytesFedIsTakenInPlaceFromItsSize) {
   EXPECT_EQ(made.size(), 1u);
 }
 
+// Payloads of at least min_bytes land where the lander says, under random splits of the stream
+// and through both the fed and the direct path, and come out placed there. A landing whose lease
+// closes while its payload is being read takes nothing more; the message is dropped and the
+// stream goes on behind it.
+TEST(Wire, LargePayloadsLandWhereTheLanderSaysAndAClosedLeaseDropsTheMessage) {
+  const std::size_t sizes[] = {40, 70000, 300000, 5000};
+  const std::vector<Message> sent = sample_messages(sizes, 12, /*varied_names=*/false);
+  const auto stream = stream_of(sent);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    // Every fourth message's landing closes once some of its bytes have come (trial-dependent).
+    std::vector<std::vector<std::byte>> places(sent.size());
+    std::vector<std::shared_ptr<LandingLease>> leases(sent.size());
+    FrameDecoder d;
+    d.set_lander(
+        [&](const MessageHeader& h, std::size_t bytes) -> Landing {
+          const std::size_t i = h.chunk;
+          EXPECT_EQ(bytes, sent.at(i).payload.size());
+          places[i].assign(bytes, std::byte{0});
+          leases[i] = std::make_shared<LandingLease>();
+          return {.at = places[i].data(), .size = bytes, .lease = leases[i]};
+        },
+        65536);
+    std::vector<Message> got;
+    std::size_t pos = 0;
+    while (pos < stream.size()) {
+      for (std::size_t i = 3; i < sent.size(); i += 4) {
+        if (leases[i] && pos > stream.size() * static_cast<std::size_t>(trial % 4) / 4)
+          leases[i]->open = false;
+      }
+      const std::size_t n =
+          std::min<std::size_t>(stream.size() - pos, 1 + rng() % (trial % 2 ? 5000 : 400000));
+      auto direct = d.direct_target();
+      if (!direct.empty() && rng() % 2 == 0) {
+        const std::size_t k = std::min(n, direct.size());
+        std::memcpy(direct.data(), stream.data() + pos, k);
+        d.commit(k, got);
+        pos += k;
+        continue;
+      }
+      ASSERT_TRUE(d.feed(std::span(stream.data() + pos, n), got)) << d.error();
+      pos += n;
+    }
+    EXPECT_TRUE(d.idle());
+    std::size_t next = 0;
+    std::uint64_t dropped = 0;
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      const bool lands = !sent[i].payload.is_phantom() && sent[i].payload.size() >= 65536;
+      if (lands && !leases[i]->open) {  // closed: dropped, whatever came before the close
+        ++dropped;
+        continue;
+      }
+      ASSERT_LT(next, got.size());
+      const Message& m = got[next++];
+      expect_same(sent[i], m);
+      EXPECT_EQ(m.payload.is_placed(), lands) << i;
+      if (lands) {
+        EXPECT_EQ(m.payload.data(), places[i].data()) << i;
+        EXPECT_EQ(0, std::memcmp(places[i].data(), sent[i].payload.data(), places[i].size()));
+      }
+    }
+    EXPECT_EQ(next, got.size());
+    EXPECT_EQ(d.take_dropped_landings(), dropped);
+  }
+}
+
+// A closed lease is never written through: the bytes after its close go elsewhere.
+TEST(Wire, NothingIsWrittenIntoALandingAfterItsLeaseCloses) {
+  const std::vector<Message> sent = {make(0, 200000), make(1, 8)};
+  const auto stream = stream_of(sent);
+  std::vector<std::byte> place(200000, std::byte{0});
+  auto lease = std::make_shared<LandingLease>();
+  FrameDecoder d;
+  d.set_lander(
+      [&](const MessageHeader&, std::size_t bytes) -> Landing {
+        return {.at = place.data(), .size = bytes, .lease = lease};
+      },
+      1);
+  std::vector<Message> got;
+  const std::size_t first = encode_prefix(sent[0]).size() + 1000;
+  ASSERT_TRUE(d.feed(std::span(stream).first(first), got));
+  lease->open = false;
+  ASSERT_TRUE(d.feed(std::span(stream).subspan(first), got));
+  ASSERT_EQ(got.size(), 1u);
+  expect_same(sent[1], got[0]);
+  EXPECT_EQ(d.take_dropped_landings(), 1u);
+  EXPECT_EQ(0, std::memcmp(place.data(), sent[0].payload.data(), 1000));
+  for (std::size_t k = 1000; k < place.size(); ++k)
+    ASSERT_EQ(place[k], std::byte{0}) << k;
+}
+
 TEST(Wire, RejectsUnknownKind) {
   FrameDecoder d;
   std::vector<Message> got;
