@@ -386,6 +386,13 @@ Peer Peer::from_env(PeerOptions options) {
       throw std::invalid_argument(fmt::format(
           "KUNGFU_SHM_RING={}: expected 0 (off) or a power of two from 4K to 64M", it->second));
   }
+  if (const auto it = env.find("KUNGFU_LAND"); it != env.end()) {
+    try {
+      options.transport.land_min_bytes = parse_size(it->second, UnitStyle::flag);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("KUNGFU_LAND={}: {}", it->second, e.what()));
+    }
+  }
   WorkerConfig config = worker_config_from(env);
   if (options.transport.secret.empty()) {
     if (const auto it = env.find("KUNGFU_SECRET"); it != env.end())

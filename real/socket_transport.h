@@ -104,7 +104,7 @@ struct SocketTransportStats {
   std::uint64_t read_in_place = 0;     // payloads delivered where they lay in a ring (RingSlice)
   std::uint64_t kept_from_ring = 0;    // of those, copied out as kept past their round
   std::uint64_t landed = 0;            // payloads received straight into their operation's buffer
-  std::uint64_t landings_dropped = 0;  // of those, dropped as their operation ended midway
+  std::uint64_t landings_dropped = 0;  // read into a landing whose operation ended: dropped
   std::uint64_t tls = 0;               // connections, either way, whose TLS handshake succeeded
   std::uint64_t rings = 0;             // connections, either way, whose frames go by shared memory
   std::uint64_t doorbells = 0;         // wake-ups written for a sleeping ring reader

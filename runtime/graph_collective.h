@@ -31,6 +31,8 @@ class GraphCollective final : public Operation {
   bool accepts(int source, const MessageHeader& header) const override;
   void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
+  // A chunk's broadcast arrival: it is only copied into the output.
+  std::span<std::byte> landing(int source, const MessageHeader& header) override;
 
  private:
   struct Chunk {

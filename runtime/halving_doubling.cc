@@ -86,6 +86,31 @@ Range HalvingDoublingAllreduce::halve(const Slice& s, bool lower) const {
   return {s.mine.first + half, s.mine.count - half};
 }
 
+Range HalvingDoublingAllreduce::doubled(const Slice& s) const {
+  const Range whole = s.history.back();
+  return s.mine.first == whole.first
+             ? Range{s.mine.first + s.mine.count, whole.count - s.mine.count}
+             : Range{whole.first, s.mine.first - whole.first};
+}
+
+std::span<std::byte> HalvingDoublingAllreduce::landing(int /*source*/, const MessageHeader& h) {
+  const Slice& s = slices_[h.chunk];
+  // Only the step due (a later one waits in the slice); the folding steps have no place. What
+  // this rank sent from the range a doubling step brings (its halving step's half) reached the
+  // partner before the partner could send the range back.
+  if (output_.is_phantom() || h.step != s.next_step) return {};
+  Range r;
+  if (h.step == last_step_) {
+    r = s.range;
+  } else if (h.step > static_cast<std::uint32_t>(fold_.levels) && !s.history.empty()) {
+    r = doubled(s);
+  } else {
+    return {};
+  }
+  const BufferView dst = output_.slice(r.first, r.count);
+  return {dst.data(), dst.size_bytes()};
+}
+
 bool HalvingDoublingAllreduce::accepts(int source, const MessageHeader& h) const {
   if (h.kind != MessageKind::collective || h.chunk >= slices_.size()) return false;
   const Slice& s = slices_[h.chunk];
@@ -153,16 +178,12 @@ bool HalvingDoublingAllreduce::apply(std::size_t index, Slice& s, std::uint32_t 
     send_step(index, s, step + 1);
     return true;
   }
-  // Recursive doubling: the partner's range is the other half of what this rank held before the
-  // matching halving step.
-  const Range whole = s.history.back();
-  s.history.pop_back();
-  const Range other = s.mine.first == whole.first
-                          ? Range{s.mine.first + s.mine.count, whole.count - s.mine.count}
-                          : Range{whole.first, s.mine.first - whole.first};
+  // Recursive doubling.
+  const Range other = doubled(s);
   if (!check(other)) return false;
   if (const auto why = copy_payload(view(other), p)) return fail(*why);
-  s.mine = whole;
+  s.mine = s.history.back();
+  s.history.pop_back();
   send_step(index, s, step + 1);
   return true;
 }

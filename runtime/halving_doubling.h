@@ -29,6 +29,9 @@ class HalvingDoublingAllreduce final : public Operation {
   bool accepts(int source, const MessageHeader& header) const override;
   void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
+  // The next step's message of a slice, when it is only copied: a doubling step's range, or the
+  // result back to an odd rank.
+  std::span<std::byte> landing(int source, const MessageHeader& header) override;
 
  private:
   struct Slice {
@@ -47,6 +50,9 @@ class HalvingDoublingAllreduce final : public Operation {
   bool apply(std::size_t index, Slice& s, std::uint32_t step, const Payload& p);
   void slice_done(Slice& s);
   Range halve(const Slice& s, bool lower) const;  // the lower or upper half of s.mine
+  // What a doubling step brings: the other half of what this rank held before the matching
+  // halving step.
+  Range doubled(const Slice& s) const;
 
   int n_;
   int rank_;

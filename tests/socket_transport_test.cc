@@ -661,32 +661,35 @@ TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace
   EXPECT_GT(own_cores.in_place, 0u);
 }
 
-// Over TCP (a pseudo-host each) a ring's all-gather parts are read straight into the output
-// (SocketTransportOptions::land_min_bytes), an allgather's blocks too; the results are the same
-// with it off, where nothing lands.
-TEST(Peer, OverTcpARingsAllGatherPartsLandInTheOutput) {
+// Over TCP (a pseudo-host each) what an algorithm only copies into the output is read straight
+// there (SocketTransportOptions::land_min_bytes): a ring's all-gather parts, halving-doubling's
+// doubling steps and a tree's broadcast, an allgather's blocks. The results are the same with it
+// off, where nothing lands.
+TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
   const auto base = free_port_base(3);
-  const ClusterSpec cluster(
-      0, {},
-      {PeerID{"127.0.0.1", base}, PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)},
-       PeerID{"127.0.0.3", static_cast<std::uint16_t>(base + 2)}});
-  auto run = [&](std::size_t land_min_bytes) {
+  const ClusterSpec cluster(0, {},
+                            {PeerID{"127.0.0.1", base},
+                             PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)},
+                             PeerID{"127.0.0.3", static_cast<std::uint16_t>(base + 2)}});
+  auto run = [&](StrategyName strategy, std::size_t land_min_bytes) {
     PeerOptions options;
-    options.engine.strategy = StrategyName::ring_rs_ag;
+    options.engine.strategy = strategy;
     options.transport.land_min_bytes = land_min_bytes;
     std::atomic<int> wrong{0};
-    std::atomic<std::uint64_t> landed{0};
+    std::atomic<std::uint64_t> by_allreduce{0}, by_allgather{0};
     on_every_peer(cluster, options, [&](Peer& peer) {
       const float me = static_cast<float>(peer.rank() + 1);
-      for (int i = 0; i < 3; ++i) {
-        std::vector<float> x(3u << 18, me * static_cast<float>(i + 1));  // 3 MiB
+      for (int i = 1; i <= 3; ++i) {
+        const float f = static_cast<float>(i);
+        std::vector<float> x(3u << 18, me * f);  // 3 MiB
         x[12345] = me;
-        if (!peer.allreduce(std::span<float>(x)).ok() ||
-            x.front() != 6.0f * static_cast<float>(i + 1) || x[12345] != 6.0f ||
-            x.back() != 6.0f * static_cast<float>(i + 1)) {
+        if (!peer.allreduce(std::span<float>(x)).ok() || x.front() != 6.0f * f ||
+            x[12345] != 6.0f || x.back() != 6.0f * f) {
           ++wrong;
         }
       }
+      const std::uint64_t after_allreduce = peer.transport_stats().landed;
+      by_allreduce += after_allreduce;
       std::vector<float> block(1u << 17, me), all(3u << 17, 0.0f);  // 512 KiB each
       if (!peer.allgather(ConstBufferView::of(std::span<const float>(block), DType::f32),
                           BufferView::of(std::span<float>(all), DType::f32))
@@ -695,13 +698,18 @@ TEST(Peer, OverTcpARingsAllGatherPartsLandInTheOutput) {
         ++wrong;
       }
       if (!peer.barrier().ok()) ++wrong;
-      landed += peer.transport_stats().landed;
+      by_allgather += peer.transport_stats().landed - after_allreduce;
     });
-    EXPECT_EQ(wrong, 0) << "land_min_bytes " << land_min_bytes;
-    return landed.load();
+    EXPECT_EQ(wrong, 0) << static_cast<int>(strategy) << ", land_min_bytes " << land_min_bytes;
+    return std::pair(by_allreduce.load(), by_allgather.load());
   };
-  EXPECT_GT(run(64u << 10), 0u);
-  EXPECT_EQ(run(0), 0u);
+  for (const StrategyName s : {StrategyName::ring_rs_ag, StrategyName::halving_doubling,
+                               StrategyName::binary_tree_star}) {
+    const auto [by_allreduce, by_allgather] = run(s, 64u << 10);
+    EXPECT_GT(by_allreduce, 0u) << static_cast<int>(s);
+    EXPECT_GT(by_allgather, 0u) << static_cast<int>(s);
+  }
+  EXPECT_EQ(run(StrategyName::ring_rs_ag, 0), std::pair(std::uint64_t{0}, std::uint64_t{0}));
 }
 
 // Workers confined to one core (taskset, a cpuset) take turns on it, however many the machine
@@ -806,6 +814,10 @@ TEST(Peer, ABadTcpDuplexSettingIsAClearError) {
 TEST(Peer, ABadSharedMemoryRingSettingIsAClearError) {
   expect_env_error("KUNGFU_SHM_RING", "big", "");
   expect_env_error("KUNGFU_SHM_RING", "3000", "expected 0 (off) or a power of two from 4K to 64M");
+}
+
+TEST(Peer, ABadLandingSettingIsAClearError) {
+  expect_env_error("KUNGFU_LAND", "lots", "");
 }
 
 TEST(Peer, SavedBlobsAreFetchedByVersionAndAMissingOneIsNotFound) {
