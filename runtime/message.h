@@ -171,23 +171,13 @@ class Payload {
   // must stay put and unchanged until the loan comes back.
   static Payload borrowed(const std::byte* data, std::size_t size,
                           std::shared_ptr<const void> loan) {
-    Payload p;
-    p.kind_ = Kind::borrowed;
-    p.size_ = size;
-    p.at_.borrowed = data;
-    p.holder_ = std::move(loan);
-    return p;
+    return elsewhere(Kind::borrowed, data, size, std::move(loan));
   }
   // Only for a Transport writing into a landing (Transport::Handlers::landing): `size` bytes at
   // `data`, in the buffer of the operation that holds `lease`.
   static Payload placed(const std::byte* data, std::size_t size,
                         std::shared_ptr<const LandingLease> lease) {
-    Payload p;
-    p.kind_ = Kind::placed;
-    p.size_ = size;
-    p.at_.borrowed = data;
-    p.holder_ = std::move(lease);
-    return p;
+    return elsewhere(Kind::placed, data, size, std::move(lease));
   }
   static Payload remote(std::size_t size, std::shared_ptr<PayloadSource> source) {
     Payload p;
@@ -274,6 +264,17 @@ class Payload {
   // share their fields, so a Payload is 96 bytes (32 of them inline bytes) and a move copies them.
   //   own    bytes_ (allocated);  small  small_ (inline, size_ of them).
   enum class Kind : std::uint8_t { own, small, phantom, borrowed, remote, failed, placed };
+  // Bytes at `data` that `holder` keeps (borrowed or placed).
+  static Payload elsewhere(Kind kind, const std::byte* data, std::size_t size,
+                           std::shared_ptr<const void> holder) {
+    Payload p;
+    p.kind_ = kind;
+    p.size_ = size;
+    p.at_.borrowed = data;
+    p.holder_ = std::move(holder);
+    return p;
+  }
+
   Kind kind_ = Kind::own;
   std::size_t size_ = 0;  // small, phantom, borrowed, remote or failed
   union {

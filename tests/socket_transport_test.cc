@@ -667,10 +667,10 @@ TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace
 // off, where nothing lands.
 TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
   const auto base = free_port_base(3);
-  const ClusterSpec cluster(0, {},
-                            {PeerID{"127.0.0.1", base},
-                             PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)},
-                             PeerID{"127.0.0.3", static_cast<std::uint16_t>(base + 2)}});
+  const ClusterSpec cluster(
+      0, {},
+      {PeerID{"127.0.0.1", base}, PeerID{"127.0.0.2", static_cast<std::uint16_t>(base + 1)},
+       PeerID{"127.0.0.3", static_cast<std::uint16_t>(base + 2)}});
   auto run = [&](StrategyName strategy, std::size_t land_min_bytes) {
     PeerOptions options;
     options.engine.strategy = strategy;
@@ -703,8 +703,8 @@ TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
     EXPECT_EQ(wrong, 0) << static_cast<int>(strategy) << ", land_min_bytes " << land_min_bytes;
     return std::pair(by_allreduce.load(), by_allgather.load());
   };
-  for (const StrategyName s : {StrategyName::ring_rs_ag, StrategyName::halving_doubling,
-                               StrategyName::binary_tree_star}) {
+  for (const StrategyName s :
+       {StrategyName::ring_rs_ag, StrategyName::halving_doubling, StrategyName::binary_tree_star}) {
     const auto [by_allreduce, by_allgather] = run(s, 64u << 10);
     EXPECT_GT(by_allreduce, 0u) << static_cast<int>(s);
     EXPECT_GT(by_allgather, 0u) << static_cast<int>(s);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <span>
@@ -100,6 +101,28 @@ std::vector<std::byte> padded_stream_of(const std::vector<Message>& ms) {
   return out;
 }
 
+// Decodes `stream` in pieces of 1 to max_piece bytes, half the time through the direct path the
+// socket reader takes for payloads; before each piece, before_piece(bytes decoded so far).
+void decode_in_random_pieces(FrameDecoder& d, std::span<const std::byte> stream, std::mt19937& rng,
+                             std::size_t max_piece, std::vector<Message>& got,
+                             const std::function<void(std::size_t)>& before_piece = {}) {
+  std::size_t pos = 0;
+  while (pos < stream.size()) {
+    if (before_piece) before_piece(pos);
+    const std::size_t n = std::min<std::size_t>(stream.size() - pos, 1 + rng() % max_piece);
+    auto direct = d.direct_target();
+    if (!direct.empty() && rng() % 2 == 0) {
+      const std::size_t k = std::min(n, direct.size());
+      std::memcpy(direct.data(), stream.data() + pos, k);
+      d.commit(k, got);
+      pos += k;
+      continue;
+    }
+    ASSERT_TRUE(d.feed(stream.subspan(pos, n), got)) << d.error();
+    pos += n;
+  }
+}
+
 TEST(Wire, RoundTripUnderRandomSplits) {
   const std::size_t sizes[] = {0, 1, 7, 40, 4096, 100000};
   const std::vector<Message> sent = sample_messages(sizes, 24, /*varied_names=*/false);
@@ -108,22 +131,7 @@ TEST(Wire, RoundTripUnderRandomSplits) {
   for (int trial = 0; trial < 50; ++trial) {
     FrameDecoder d;
     std::vector<Message> got;
-    std::size_t pos = 0;
-    while (pos < stream.size()) {
-      const std::size_t n =
-          std::min<std::size_t>(stream.size() - pos, 1 + rng() % (trial % 2 ? 50 : 70000));
-      // Half the time use the direct path the socket reader takes for payloads.
-      auto direct = d.direct_target();
-      if (!direct.empty() && rng() % 2 == 0) {
-        const std::size_t k = std::min(n, direct.size());
-        std::memcpy(direct.data(), stream.data() + pos, k);
-        d.commit(k, got);
-        pos += k;
-        continue;
-      }
-      ASSERT_TRUE(d.feed(std::span(stream.data() + pos, n), got)) << d.error();
-      pos += n;
-    }
+    decode_in_random_pieces(d, stream, rng, trial % 2 ? 50 : 70000, got);
     expect_all_same(sent, got);
     EXPECT_TRUE(d.idle());
   }
@@ -242,25 +250,12 @@ TEST(Wire, LargePayloadsLandWhereTheLanderSaysAndAClosedLeaseDropsTheMessage) {
         },
         65536);
     std::vector<Message> got;
-    std::size_t pos = 0;
-    while (pos < stream.size()) {
+    decode_in_random_pieces(d, stream, rng, trial % 2 ? 5000 : 400000, got, [&](std::size_t pos) {
       for (std::size_t i = 3; i < sent.size(); i += 4) {
         if (leases[i] && pos > stream.size() * static_cast<std::size_t>(trial % 4) / 4)
           leases[i]->open = false;
       }
-      const std::size_t n =
-          std::min<std::size_t>(stream.size() - pos, 1 + rng() % (trial % 2 ? 5000 : 400000));
-      auto direct = d.direct_target();
-      if (!direct.empty() && rng() % 2 == 0) {
-        const std::size_t k = std::min(n, direct.size());
-        std::memcpy(direct.data(), stream.data() + pos, k);
-        d.commit(k, got);
-        pos += k;
-        continue;
-      }
-      ASSERT_TRUE(d.feed(std::span(stream.data() + pos, n), got)) << d.error();
-      pos += n;
-    }
+    });
     EXPECT_TRUE(d.idle());
     std::size_t next = 0;
     std::uint64_t dropped = 0;
