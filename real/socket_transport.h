@@ -83,7 +83,8 @@ struct SocketTransportOptions {
   std::size_t borrow_min_bytes = 64u << 10;
   // Payloads of at least this many bytes that come through a socket are received straight into
   // the buffer of the operation taking them, where it has posted a place for them
-  // (Handlers::landing; a ring's all-gather parts); 0: always into bytes of their own.
+  // (Handlers::landing: what an algorithm only copies into its output); 0: always into bytes of
+  // their own.
   std::size_t land_min_bytes = 64u << 10;
   // Same-host peers that lend (above) write their frames into a shared-memory ring of this many
   // bytes per connection (a power of two from 4 KiB to 64 MiB); 0: through the socket.
