@@ -40,10 +40,20 @@ bool Gather::accepts(int source, const MessageHeader& h) const {
          !arrived_[static_cast<std::size_t>(source) * chunks_.size() + h.chunk];
 }
 
+BufferView Gather::block(int source, std::size_t chunk) const {
+  return output_.slice(static_cast<std::size_t>(source) * input_.count() + chunks_[chunk].first,
+                       chunks_[chunk].count);
+}
+
+std::span<std::byte> Gather::landing(int source, const MessageHeader& header) {
+  if (output_.is_phantom()) return {};
+  const BufferView dst = block(source, header.chunk);
+  return {dst.data(), dst.size_bytes()};
+}
+
 void Gather::on_message(int source, Message&& message) {
   const std::size_t c = message.header.chunk;
-  BufferView dst = output_.slice(
-      static_cast<std::size_t>(source) * input_.count() + chunks_[c].first, chunks_[c].count);
+  BufferView dst = block(source, c);
   if (const auto why = payload_mismatch(message.payload, dst)) {
     finish(Status(why->code, fmt::format("gather '{}' on rank {}: chunk {} from {}: {}", name(),
                                          rank_, c, engine().describe_peer(source), why->why)));

@@ -20,8 +20,11 @@ class Gather final : public Operation {
   bool accepts(int source, const MessageHeader& header) const override;
   void on_message(int source, Message&& message) override;
   std::string waiting_for() const override;
+  // Every block: only copied into the output.
+  std::span<std::byte> landing(int source, const MessageHeader& header) override;
 
  private:
+  BufferView block(int source, std::size_t chunk) const;  // where `source`'s chunk goes
   int n_;
   int rank_;
   int root_;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -663,8 +664,8 @@ TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace
 
 // Over TCP (a pseudo-host each) what an algorithm only copies into the output is read straight
 // there (SocketTransportOptions::land_min_bytes): a ring's all-gather parts, halving-doubling's
-// doubling steps and a tree's broadcast, an allgather's blocks. The results are the same with it
-// off, where nothing lands.
+// doubling steps and a tree's broadcast, an allgather's and a gather's blocks. The results are the
+// same with it off, where nothing lands.
 TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
   const auto base = free_port_base(3);
   const ClusterSpec cluster(
@@ -676,7 +677,7 @@ TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
     options.engine.strategy = strategy;
     options.transport.land_min_bytes = land_min_bytes;
     std::atomic<int> wrong{0};
-    std::atomic<std::uint64_t> by_allreduce{0}, by_allgather{0};
+    std::atomic<std::uint64_t> by_allreduce{0}, by_allgather{0}, by_gather{0};
     on_every_peer(cluster, options, [&](Peer& peer) {
       const float me = static_cast<float>(peer.rank() + 1);
       for (int i = 1; i <= 3; ++i) {
@@ -697,19 +698,36 @@ TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
           all[0] != 1.0f || all[1u << 17] != 2.0f || all.back() != 3.0f) {
         ++wrong;
       }
+      const std::uint64_t after_allgather = peer.transport_stats().landed;
+      by_allgather += after_allgather - after_allreduce;
+      // The root starts its gather before the barrier, so the blocks find it running (a block
+      // that comes before its operation waits in the mailbox, landing nowhere). Named: the
+      // automatic names count calls in order, and the root's order differs.
+      std::vector<float> gathered(peer.rank() == 0 ? 3u << 17 : 0, 0.0f);
+      const ConstBufferView mine = ConstBufferView::of(std::span<const float>(block), DType::f32);
+      const BufferView into = BufferView::of(std::span<float>(gathered), DType::f32);
+      Handle gathering;
+      if (peer.rank() == 0) gathering = peer.gather_async(mine, into, 0, "gather");
+      if (!peer.barrier("gather started").ok()) ++wrong;
+      const Status g = peer.rank() == 0 ? gathering.wait() : peer.gather(mine, into, 0, "gather");
+      if (!g.ok() ||
+          (peer.rank() == 0 && (gathered[1u << 17] != 2.0f || gathered.back() != 3.0f))) {
+        ++wrong;
+      }
       if (!peer.barrier().ok()) ++wrong;
-      by_allgather += peer.transport_stats().landed - after_allreduce;
+      by_gather += peer.transport_stats().landed - after_allgather;
     });
     EXPECT_EQ(wrong, 0) << static_cast<int>(strategy) << ", land_min_bytes " << land_min_bytes;
-    return std::pair(by_allreduce.load(), by_allgather.load());
+    return std::array{by_allreduce.load(), by_allgather.load(), by_gather.load()};
   };
   for (const StrategyName s :
        {StrategyName::ring_rs_ag, StrategyName::halving_doubling, StrategyName::binary_tree_star}) {
-    const auto [by_allreduce, by_allgather] = run(s, 64u << 10);
+    const auto [by_allreduce, by_allgather, by_gather] = run(s, 64u << 10);
     EXPECT_GT(by_allreduce, 0u) << static_cast<int>(s);
     EXPECT_GT(by_allgather, 0u) << static_cast<int>(s);
+    EXPECT_GT(by_gather, 0u) << static_cast<int>(s);
   }
-  EXPECT_EQ(run(StrategyName::ring_rs_ag, 0), std::pair(std::uint64_t{0}, std::uint64_t{0}));
+  EXPECT_EQ(run(StrategyName::ring_rs_ag, 0), (std::array<std::uint64_t, 3>{}));
 }
 
 // Workers confined to one core (taskset, a cpuset) take turns on it, however many the machine
