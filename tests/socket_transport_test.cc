@@ -663,7 +663,8 @@ TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace
 }
 
 // Over TCP (a pseudo-host each) what an algorithm only copies into the output is read straight
-// there (SocketTransportOptions::land_min_bytes): a ring's all-gather parts, halving-doubling's
+// there (SocketTransportOptions::land_min_bytes): a ring's all-gather parts (either way round),
+// halving-doubling's
 // doubling steps and a tree's broadcast, an allgather's and a gather's blocks. The results are the
 // same with it off, where nothing lands.
 TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
@@ -682,7 +683,7 @@ TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
       const float me = static_cast<float>(peer.rank() + 1);
       for (int i = 1; i <= 3; ++i) {
         const float f = static_cast<float>(i);
-        std::vector<float> x(3u << 18, me * f);  // 3 MiB
+        std::vector<float> x(3u << 19, me * f);  // 6 MiB: two slices, one backwards in a bidir ring
         x[12345] = me;
         if (!peer.allreduce(std::span<float>(x)).ok() || x.front() != 6.0f * f ||
             x[12345] != 6.0f || x.back() != 6.0f * f) {
@@ -720,8 +721,8 @@ TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
     EXPECT_EQ(wrong, 0) << static_cast<int>(strategy) << ", land_min_bytes " << land_min_bytes;
     return std::array{by_allreduce.load(), by_allgather.load(), by_gather.load()};
   };
-  for (const StrategyName s :
-       {StrategyName::ring_rs_ag, StrategyName::halving_doubling, StrategyName::binary_tree_star}) {
+  for (const StrategyName s : {StrategyName::ring_rs_ag, StrategyName::ring_rs_ag_bidir,
+                               StrategyName::halving_doubling, StrategyName::binary_tree_star}) {
     const auto [by_allreduce, by_allgather, by_gather] = run(s, 64u << 10);
     EXPECT_GT(by_allreduce, 0u) << static_cast<int>(s);
     EXPECT_GT(by_allgather, 0u) << static_cast<int>(s);
