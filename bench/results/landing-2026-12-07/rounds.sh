@@ -24,6 +24,7 @@ run() {  # LABEL SYSTEM [ENV...]: one bench/peers.sh run, its rows appended to $
   env "$@" KF_PEERS_RUN_TIMEOUT=60 bench/peers.sh --worlds "${WORLD:-netns}" --sizes "$sizes" \
     --ranks "$ranks" --iters 30 --warmup 5 --systems "$system" --out "$tmp/run" \
     > /dev/null 2>&1 || true
+  [ -f "$tmp/run/peers.csv" ] || return 0  # peers.sh refused to start: no rows
   tail -n +2 "$tmp/run/peers.csv" | awk -F, -v r="$round" -v s="$label" \
     '$6 != "" {print r "," s "," $2 "," $4 "," $6 "," $9}' >> "$out"
   rm -rf "$tmp/run"
