@@ -154,34 +154,41 @@ int main(int argc, char** argv) {
       }
     }
     kf::Peer peer = kf::Peer::from_env(options);
-    if (root < 0 || root >= peer.size()) {
-      throw std::invalid_argument(
-          fmt::format("-r {}: the root must be a rank, 0 to {}", root, peer.size() - 1));
+    // A failure is reported at once, not after the peer's close below (a second more when a
+    // peer has stopped), so that the launcher's log shows when it was found.
+    try {
+      if (root < 0 || root >= peer.size()) {
+        throw std::invalid_argument(
+            fmt::format("-r {}: the root must be a rank, 0 to {}", root, peer.size() - 1));
+      }
+      if (what == "soak") return kf::bench::run_soak(peer, soak, std::cout);
+      if (what == "tcp") {
+        const std::size_t bytes = max_text == "64M" ? std::size_t{1} << 30 : max_bytes;
+        return kf::bench::run_tcp_bench(peer, bytes, std::max(iters / 4, 3), json, std::cout);
+      }
+      kf::bench::CollectiveBench b;
+      b.collective = what;
+      b.min_bytes = min_bytes;
+      b.max_bytes = max_bytes;
+      b.step = step_bytes;
+      b.factor = factor;
+      b.iters = iters;
+      b.warmup = warmup;
+      b.check = check != 0;
+      b.root = root;
+      b.json = json;
+      b.huge_pages = huge_pages != 0;
+      b.device = device;
+      if (device == "cuda") b.device_strategy = strategy.empty() ? "NCCL" : strategy;
+      b.dtype = *dtype;
+      b.op = *op;
+      const char* env_strategy = std::getenv("KUNGFU_ALLREDUCE_STRATEGY");
+      b.strategy_label = env_strategy != nullptr && *env_strategy != 0 ? env_strategy : "AUTO";
+      return kf::bench::run_collective_bench(peer, b, std::cout);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kfbench: %s\n", e.what());
+      return 2;
     }
-    if (what == "soak") return kf::bench::run_soak(peer, soak, std::cout);
-    if (what == "tcp") {
-      const std::size_t bytes = max_text == "64M" ? std::size_t{1} << 30 : max_bytes;
-      return kf::bench::run_tcp_bench(peer, bytes, std::max(iters / 4, 3), json, std::cout);
-    }
-    kf::bench::CollectiveBench b;
-    b.collective = what;
-    b.min_bytes = min_bytes;
-    b.max_bytes = max_bytes;
-    b.step = step_bytes;
-    b.factor = factor;
-    b.iters = iters;
-    b.warmup = warmup;
-    b.check = check != 0;
-    b.root = root;
-    b.json = json;
-    b.huge_pages = huge_pages != 0;
-    b.device = device;
-    if (device == "cuda") b.device_strategy = strategy.empty() ? "NCCL" : strategy;
-    b.dtype = *dtype;
-    b.op = *op;
-    const char* env_strategy = std::getenv("KUNGFU_ALLREDUCE_STRATEGY");
-    b.strategy_label = env_strategy != nullptr && *env_strategy != 0 ? env_strategy : "AUTO";
-    return kf::bench::run_collective_bench(peer, b, std::cout);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kfbench: %s\n", e.what());
     return 2;

@@ -3,6 +3,8 @@
 # kftrain (many small and large allreduces per step) and kfbench (1 MiB allreduces, lent between
 # same-host peers) run 3 workers with -timeout 3s; rank 1 is stopped mid-run. kfrun must exit
 # non-zero within the timeout plus a close margin (3 s), and a survivor must name rank 1.
+# The bound is on wall-clock time, so ctest runs this test alone (RUN_SERIAL). kfrun's own lines
+# (-q is off) and the workers' are logged with their time since the stop, for a failure's report.
 #   kfrun_stopped_peer_test.sh KFRUN KFTRAIN KFBENCH
 set -uo pipefail
 KFRUN="$1"
@@ -20,8 +22,13 @@ check() {
   shift
   lease_ports 3
   local base=$PORT_BASE
-  "$KFRUN" -q -np 3 -port-range "$base-$((base + 2))" "$@" >"$WORK/$name.log" 2>&1 &
+  local logfd stamper
+  exec {logfd}> >(while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done \
+                    >"$WORK/$name.stamped")
+  stamper=$!
+  "$KFRUN" -np 3 -port-range "$base-$((base + 2))" "$@" >&"$logfd" 2>&1 &
   local runner=$!
+  exec {logfd}>&-
   local victim=""
   for _ in $(seq 100); do  # rank 1: the worker whose KUNGFU_SELF_SPEC ends in base + 1
     for pid in $(pgrep -P "$runner"); do
@@ -33,23 +40,31 @@ check() {
     sleep 0.1
   done
   if [[ -z "$victim" ]]; then
-    echo "FAIL ($name): rank 1 did not start"; cat "$WORK/$name.log"; fail=1; kill -9 "$runner"; return
+    echo "FAIL ($name): rank 1 did not start"; kill -9 "$runner"; wait "$runner" "$stamper"
+    cat "$WORK/$name.stamped"; fail=1; return
   fi
   sleep 1.5
   kill -STOP "$victim"
-  local start=$SECONDS stopped_at
-  stopped_at=$(date +%s.%N)
-  local waited=0
+  local start=$SECONDS stopped_at=$EPOCHREALTIME
   while kill -0 "$runner" 2>/dev/null && ((SECONDS - start < 30)); do sleep 0.05; done
   local took
-  took=$(echo "$(date +%s.%N) - $stopped_at" | bc)
+  took=$(echo "$EPOCHREALTIME - $stopped_at" | bc)
+  local still=0
   if kill -0 "$runner" 2>/dev/null; then
-    echo "FAIL ($name): kfrun still runs 30 s after rank 1 stopped"; kill -9 "$runner" "$victim"
-    fail=1; return
+    still=1
+    kill -9 "$runner" "$victim"
   fi
   wait "$runner"
   local status=$?
   kill -9 "$victim" 2>/dev/null
+  wait "$stamper"
+  # Each line as "+seconds since the stop", the way the failures below print the log.
+  awk -v t0="$stopped_at" '{ t = $1; sub(/^[^ ]* /, ""); printf "%+7.3fs %s\n", t - t0, $0 }' \
+    "$WORK/$name.stamped" >"$WORK/$name.log"
+  if ((still)); then
+    echo "FAIL ($name): kfrun still runs 30 s after rank 1 stopped"; cat "$WORK/$name.log"
+    fail=1; return
+  fi
   if [[ $status -eq 0 ]]; then
     echo "FAIL ($name): kfrun exited 0"; cat "$WORK/$name.log"; fail=1
   elif (($(echo "$took > $LIMIT_S" | bc))); then
