@@ -664,9 +664,8 @@ TEST(Peer, WhereWorkersTakeTurnsARingsLargePartsAreLentAndSmallerOnesReadInPlace
 
 // Over TCP (a pseudo-host each) what an algorithm only copies into the output is read straight
 // there (SocketTransportOptions::land_min_bytes): a ring's all-gather parts (either way round),
-// halving-doubling's
-// doubling steps and a tree's broadcast, an allgather's and a gather's blocks. The results are the
-// same with it off, where nothing lands.
+// halving-doubling's doubling steps and a tree's broadcast, an allgather's and a gather's blocks.
+// The results are the same with it off, where nothing lands.
 TEST(Peer, OverTcpWhatIsOnlyCopiedLandsInTheOutput) {
   const auto base = free_port_base(3);
   const ClusterSpec cluster(

@@ -102,7 +102,8 @@ std::vector<std::byte> padded_stream_of(const std::vector<Message>& ms) {
 }
 
 // Decodes `stream` in pieces of 1 to max_piece bytes, half the time through the direct path the
-// socket reader takes for payloads; before each piece, before_piece(bytes decoded so far).
+// socket reader takes for payloads; before each piece, before_piece(bytes decoded so far). A
+// decoder error fails the test here: wrap the call in ASSERT_NO_FATAL_FAILURE.
 void decode_in_random_pieces(FrameDecoder& d, std::span<const std::byte> stream, std::mt19937& rng,
                              std::size_t max_piece, std::vector<Message>& got,
                              const std::function<void(std::size_t)>& before_piece = {}) {
@@ -131,7 +132,7 @@ TEST(Wire, RoundTripUnderRandomSplits) {
   for (int trial = 0; trial < 50; ++trial) {
     FrameDecoder d;
     std::vector<Message> got;
-    decode_in_random_pieces(d, stream, rng, trial % 2 ? 50 : 70000, got);
+    ASSERT_NO_FATAL_FAILURE(decode_in_random_pieces(d, stream, rng, trial % 2 ? 50 : 70000, got));
     expect_all_same(sent, got);
     EXPECT_TRUE(d.idle());
   }
@@ -250,12 +251,14 @@ TEST(Wire, LargePayloadsLandWhereTheLanderSaysAndAClosedLeaseDropsTheMessage) {
         },
         65536);
     std::vector<Message> got;
-    decode_in_random_pieces(d, stream, rng, trial % 2 ? 5000 : 400000, got, [&](std::size_t pos) {
+    const auto close_some = [&](std::size_t pos) {
       for (std::size_t i = 3; i < sent.size(); i += 4) {
         if (leases[i] && pos > stream.size() * static_cast<std::size_t>(trial % 4) / 4)
           leases[i]->open = false;
       }
-    });
+    };
+    ASSERT_NO_FATAL_FAILURE(
+        decode_in_random_pieces(d, stream, rng, trial % 2 ? 5000 : 400000, got, close_some));
     EXPECT_TRUE(d.idle());
     std::size_t next = 0;
     std::uint64_t dropped = 0;
