@@ -19,6 +19,7 @@ secs=${2:-4}
 out=${3:-$here/ceiling.csv}
 first=${4:-1}
 command -v iperf3 >/dev/null || { echo "ceiling.sh: iperf3 is not installed" >&2; exit 1; }
+# shellcheck disable=SC2034  # read by tests/netns_lib.sh
 TAG="kfc$$" N=4 SUBNET=10.84.0 MTU=9000 WORK="$(mktemp -d)"
 # shellcheck source=../../../tests/netns_lib.sh disable=SC1091
 source tests/netns_lib.sh
