@@ -99,7 +99,9 @@ bytes_of() {
     *[gG]) m=$((1 << 30)) ;;
   esac
   ((m == 1)) || s="${s%?}"
-  [[ "$s" =~ ^[0-9]+$ ]] && echo $((10#$s * m))
+  # An if, not an &&: a false test would be the function's status, and under set -e the
+  # assignment from it would end the script before the caller could say what was wrong.
+  if [[ "$s" =~ ^[0-9]+$ ]]; then echo $((10#$s * m)); fi
 }
 
 IFS=, read -r -a ranks <<<"$ranks_arg"

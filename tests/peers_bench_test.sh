@@ -3,8 +3,8 @@
 # bench/peers.sh in small: kfbench, Gloo and Open MPI at 2 ranks on this host, over TCP (host) and
 # each through its one-host path (local), no namespaces, three small sizes: peers.csv has a row
 # for every system that is built, both worlds and every size, each with p50 > 0 and busbw > 0 and
-# no note; README.md and peers.png are written; a bad argument is refused (exit 2) before
-# anything is written. Skips (exit 77) when neither Gloo's nor MPI's
+# no note; README.md and peers.png are written; a bad argument (a rank count, a world, a size) is
+# refused (exit 2) before anything is written. Skips (exit 77) when neither Gloo's nor MPI's
 # program is built (apt-get install libgloo-dev libopenmpi-dev openmpi-bin, then rebuild).
 #   tests/peers_bench_test.sh BUILD_DIR OUT_DIR
 set -euo pipefail
@@ -31,6 +31,13 @@ err="$(bash "$here/bench/peers.sh" "$build" --out "$out" --worlds host,moon 2>&1
 [[ $rc -eq 2 && "$err" == *"--worlds: unknown world 'moon'"* ]] ||
   fail "--worlds host,moon: exit $rc ($err), expected 2"
 [[ ! -e "$out" ]] || fail "--worlds host,moon: it wrote $out"
+for bad in 8x 6 K; do
+  rc=0
+  err="$(bash "$here/bench/peers.sh" "$build" --out "$out" --sizes "8,$bad" 2>&1)" || rc=$?
+  [[ $rc -eq 2 && "$err" == *"--sizes: '$bad' is not a multiple of 4 bytes"* ]] ||
+    fail "--sizes 8,$bad: exit $rc ($err), expected 2"
+  [[ ! -e "$out" ]] || fail "--sizes 8,$bad: it wrote $out"
+done
 
 # shellcheck source=port_lease.sh disable=SC1091  # followed with shellcheck -x
 source "$here/tests/port_lease.sh"
