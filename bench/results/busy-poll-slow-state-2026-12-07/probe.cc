@@ -43,6 +43,7 @@ double chase(std::size_t bytes) {
   if (at == 1) std::puts("");  // keeps the chase
   return per(a, b, n);
 }
+
 void pin(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
